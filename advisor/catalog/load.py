@@ -1,0 +1,255 @@
+"""Read the catalog (hardware_db/) and the rulebook (rules/), merge the user's files over them.
+
+Built-in files are trusted: the test-suite validates every entry with pydantic, so at run time
+they are turned into dataclasses directly (fast start). User files are validated with pydantic
+before use, every time, because nobody else has checked them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import fields, is_dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from advisor.catalog.types import (
+    Catalog,
+    GpuSpec,
+    ModelSpec,
+    NvlinkSpec,
+    PresetRig,
+    Price,
+    QuantSpec,
+    RuntimeSpec,
+)
+from advisor.errors import AdvisorError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+USER_DIR_ENV = "ADVISOR_CONFIG_DIR"
+MAX_TOML_BYTES = 8 * 1024 * 1024
+"""A catalog file larger than this is refused before it is read (nothing legitimate comes close)."""
+
+# Which array-of-tables key holds which entry type.
+KINDS: dict[str, type] = {
+    "gpu": GpuSpec,
+    "model": ModelSpec,
+    "quant": QuantSpec,
+    "runtime": RuntimeSpec,
+    "preset": PresetRig,
+}
+_NESTED: dict[str, type] = {"nvlink": NvlinkSpec, "price": Price}
+_PLURAL = {"gpu": "gpus", "model": "models", "quant": "quants", "runtime": "runtimes", "preset": "presets"}
+
+
+def _package_data(name: str) -> Path:
+    """Where `hardware_db` or `rules` is: inside the wheel, or beside the package in a checkout."""
+    here = Path(__file__).resolve().parent.parent
+    shipped = here / "_data" / name
+    return shipped if shipped.is_dir() else here.parent / name
+
+
+def builtin_dirs() -> tuple[Path, Path]:
+    return _package_data("hardware_db"), _package_data("rules")
+
+
+def user_dir() -> Path:
+    """The user's catalog folder: $ADVISOR_CONFIG_DIR, else the platform's config dir."""
+    env = os.environ.get(USER_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("advisor", appauthor=False))
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse one TOML file, bounded in size; any problem is an AdvisorError naming the file."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_TOML_BYTES:
+            raise AdvisorError(f"{path}: {size} bytes is too large for a catalog or rig file",
+                               f"the limit is {MAX_TOML_BYTES} bytes")
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise AdvisorError(f"{path}: malformed TOML: {exc}", "fix the file or remove it") from None
+    except OSError as exc:
+        raise AdvisorError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _build(cls: type, data: dict[str, Any]) -> Any:
+    """Trusted construction: nested tables become their dataclass, lists become tuples."""
+    kwargs = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        if f.name in _NESTED and isinstance(value, dict):
+            value = _NESTED[f.name](**value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def as_dict(obj: Any) -> dict[str, Any]:
+    """A dataclass entry as the plain dict its TOML table would hold (for merging and JSON)."""
+    out: dict[str, Any] = {}
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if is_dataclass(value):
+            value = as_dict(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out
+
+
+def validate_entry(cls: type, data: dict[str, Any]) -> Any:
+    """Strict validation with pydantic (unknown keys rejected); raises pydantic.ValidationError."""
+    return _adapter(cls).validate_python(data)
+
+
+@lru_cache(maxsize=None)
+def _adapter(cls: type):
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(cls)
+
+
+def _toml_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.toml")) if folder.is_dir() else []
+
+
+def _format_validation(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        parts = []
+        for err in errors():
+            loc = ".".join(str(p) for p in err.get("loc", ()))
+            parts.append(f"{loc}: {err.get('msg')}" if loc else str(err.get("msg")))
+        return "; ".join(parts)
+    return str(exc)
+
+
+def load_catalog(user: Path | None | bool = None) -> Catalog:
+    """The merged catalog. `user=False` skips user files; a Path uses that folder instead."""
+    return _load_catalog(None if user is None else (False if user is False else Path(user)))
+
+
+@lru_cache(maxsize=4)
+def _load_catalog(user: Path | None | bool) -> Catalog:
+    db_dir, rules_dir = builtin_dirs()
+    tables: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
+    rules: dict[str, Any] = {}
+    for path in _toml_files(db_dir) + _toml_files(rules_dir):
+        data = read_toml(path)
+        for kind, cls in KINDS.items():
+            for entry in data.pop(kind, []):
+                tables[kind][entry["id"]] = _build(cls, entry)
+        if path.parent == rules_dir and data:
+            rules[path.stem] = data
+    if user is not False:
+        folder = user_dir() if user is None else user
+        for path in _toml_files(folder):
+            problems = merge_user_file(path, tables)
+            if problems:
+                raise AdvisorError(f"{problems[0]}",
+                                   f"run `advisor catalog validate` to see every problem; files are in {folder}")
+    return Catalog(
+        gpus=tables["gpu"], models=tables["model"], quants=tables["quant"],
+        runtimes=tables["runtime"], presets=tables["preset"], rules=rules,
+    )
+
+
+def merge_user_file(path: Path, tables: dict[str, dict[str, Any]]) -> list[str]:
+    """Merge one user file over `tables` by id (fields override); return the problems found."""
+    try:
+        data = read_toml(path)
+    except AdvisorError as exc:
+        return [exc.message]
+    problems: list[str] = []
+    for kind in data:
+        if kind not in KINDS:
+            problems.append(f"{path}: unknown table [[{kind}]] (expected one of: {', '.join(KINDS)})")
+    for kind, cls in KINDS.items():
+        entries = data.get(kind, [])
+        if not isinstance(entries, list):
+            problems.append(f"{path}: `{kind}` must be an array of tables ([[{kind}]])")
+            continue
+        for n, entry in enumerate(entries, 1):
+            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+                problems.append(f"{path}: [[{kind}]] #{n}: every entry needs a string `id`")
+                continue
+            base = tables[kind].get(entry["id"])
+            merged = {**as_dict(base), **entry} if base is not None else dict(entry)
+            for key in _NESTED:
+                if base is not None and isinstance(entry.get(key), dict) and getattr(base, key) is not None:
+                    merged[key] = {**as_dict(getattr(base, key)), **entry[key]}
+            try:
+                tables[kind][entry["id"]] = validate_entry(cls, merged)
+            except Exception as exc:  # pydantic.ValidationError, kept lazy
+                problems.append(f"{path}: [[{kind}]] id={entry['id']!r}: {_format_validation(exc)}")
+    return problems
+
+
+def validate_all(user: Path | None = None) -> list[str]:
+    """Every problem in the built-in and user files, each with its file and entry (for `catalog validate`)."""
+    problems: list[str] = []
+    db_dir, rules_dir = builtin_dirs()
+    tables: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
+    for path in _toml_files(db_dir) + _toml_files(rules_dir):
+        try:
+            data = read_toml(path)
+        except AdvisorError as exc:
+            problems.append(exc.message)
+            continue
+        for kind, cls in KINDS.items():
+            for n, entry in enumerate(data.get(kind, []), 1):
+                ident = entry.get("id", f"#{n}") if isinstance(entry, dict) else f"#{n}"
+                if ident in tables[kind]:
+                    problems.append(f"{path}: [[{kind}]] id={ident!r}: duplicate id")
+                try:
+                    tables[kind][ident] = validate_entry(cls, entry)
+                except Exception as exc:
+                    problems.append(f"{path}: [[{kind}]] id={ident!r}: {_format_validation(exc)}")
+    folder = user_dir() if user is None else user
+    for path in _toml_files(folder):
+        problems.extend(merge_user_file(path, tables))
+    problems.extend(_cross_check(tables))
+    return problems
+
+
+def _cross_check(tables: dict[str, dict[str, Any]]) -> list[str]:
+    """Checks across entries: aliases unique, presets name known GPUs, runtimes' formats exist."""
+    problems = []
+    for kind in ("gpu", "model"):
+        seen: dict[str, str] = {}
+        for ident, entry in tables[kind].items():
+            for name in (ident, *getattr(entry, "aliases", ())):
+                key = name.strip().lower()
+                if key in seen and seen[key] != ident:
+                    problems.append(f"[[{kind}]] alias {name!r} names both {seen[key]!r} and {ident!r}")
+                seen[key] = ident
+    for ident, preset in tables["preset"].items():
+        for spec in preset.gpus:
+            gid = spec.split("x", 1)[1] if spec[:1].isdigit() and "x" in spec else spec
+            if gid not in tables["gpu"]:
+                problems.append(f"[[preset]] id={ident!r}: unknown GPU {gid!r}")
+    return problems
+
+
+def schemas() -> dict[str, Any]:
+    """JSON Schemas of every entry type (for `advisor catalog schema`)."""
+    return {kind: _adapter(cls).json_schema() for kind, cls in KINDS.items()}
+
+
+def with_price(gpu: GpuSpec, usd: float, source: str) -> GpuSpec:
+    """A copy of `gpu` with a user-given price."""
+    return replace(gpu, price=Price(usd=usd, date="user", source=source, condition="user"))

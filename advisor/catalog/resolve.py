@@ -1,0 +1,74 @@
+"""Names people type (`RTX 3090`, `3090`, `Llama 3.1 70B`, `4x A100 SXM4 80GB`) to catalog ids.
+
+Exact id, then alias, then name, each compared in a normal form (lower case, runs of spaces,
+underscores and dots-between-words collapsed to hyphens, vendor words dropped). Unknown or
+ambiguous names are an AdvisorError listing the closest ids.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Mapping, TypeVar
+
+from advisor.errors import AdvisorError
+
+T = TypeVar("T")
+
+_NOISE = ("nvidia", "geforce", "amd", "radeon", "intel", "apple", "meta", "tesla")
+
+
+def normal(text: str) -> str:
+    text = text.strip().lower()
+    text = re.sub(r"[\s_/:]+", "-", text)
+    parts = [p for p in text.split("-") if p and p not in _NOISE]
+    return "-".join(parts)
+
+
+def _index(entries: Mapping[str, T]) -> dict[str, set[str]]:
+    index: dict[str, set[str]] = {}
+    for ident, entry in entries.items():
+        names = {ident, getattr(entry, "name", ident), *getattr(entry, "aliases", ())}
+        for name in names:
+            index.setdefault(normal(name), set()).add(ident)
+            index.setdefault(normal(name).replace("-", ""), set()).add(ident)
+    return index
+
+
+def resolve(entries: Mapping[str, T], text: str, what: str) -> str:
+    """The id that `text` names among `entries`; AdvisorError with candidates otherwise."""
+    if text in entries:
+        return text
+    key = normal(text)
+    if not key:
+        raise AdvisorError(f"empty {what} name", f"see `advisor {what}s` for the ids")
+    index = _index(entries)
+    for probe in (key, key.replace("-", "")):
+        hits = index.get(probe)
+        if hits and len(hits) == 1:
+            return next(iter(hits))
+        if hits:
+            raise AdvisorError(f"{what} {text!r} is ambiguous: it could be {', '.join(sorted(hits))}",
+                               "use one of those ids")
+    # Unambiguous prefix or containment ("a100-80" -> a100-sxm4-80gb would be ambiguous; "5090" exact alias)
+    contained = sorted(i for i in entries if key in normal(i))
+    if len(contained) == 1:
+        return contained[0]
+    close = contained or difflib.get_close_matches(key, list(entries), n=5, cutoff=0.5)
+    hint = f"closest: {', '.join(close[:6])}" if close else f"see `advisor {what}s` for the ids"
+    if len(contained) > 1:
+        raise AdvisorError(f"{what} {text!r} is ambiguous: it could be {', '.join(contained[:8])}",
+                           "use one of those ids")
+    raise AdvisorError(f"unknown {what} {text!r}", hint)
+
+
+_COUNT = re.compile(r"^\s*(\d+)\s*[x×*]\s*(.+)$", re.IGNORECASE)
+
+
+def parse_gpu_spec(entries: Mapping[str, T], spec: str) -> tuple[int, str]:
+    """`[Nx]GPU` to (count, id). Counts from 1 to 64."""
+    match = _COUNT.match(spec)
+    count, name = (int(match.group(1)), match.group(2)) if match else (1, spec)
+    if not 1 <= count <= 64:
+        raise AdvisorError(f"--gpu {spec!r}: {count} GPUs is out of range", "use 1 to 64")
+    return count, resolve(entries, name, "gpu")

@@ -1,0 +1,270 @@
+"""The catalog's entry types: what exists (GPUs, LLMs) and the rulebook's tables (quants, runtimes).
+
+They are frozen stdlib dataclasses so that the headless path can build them without importing
+pydantic (pydantic alone costs more start-up time than `advisor check --json` may take). The same
+classes are the pydantic schema: `advisor.catalog.schema` validates every file against them with
+unknown keys rejected (`__pydantic_config__`), `advisor catalog validate` and the test-suite run that
+validation over the built-in files, and user files are always validated before use.
+
+Sizes are integer bytes or GiB floats as named; bandwidth is GB/s (10^9 B/s); compute is dense TFLOPS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GIB = 1024**3
+
+# pydantic reads this plain dict as the ConfigDict of each dataclass (no pydantic import needed).
+_STRICT = {"extra": "forbid", "use_attribute_docstrings": True, "frozen": True}
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """A price in US dollars, with when and where it was seen."""
+
+    __pydantic_config__ = _STRICT
+
+    usd: float
+    """Price in USD."""
+    date: str
+    """When the price was seen (YYYY-MM or YYYY-MM-DD)."""
+    source: str
+    """Where the price comes from (a URL or a named document)."""
+    condition: str = "new"
+    """`new`, `used` or `msrp` (the launch list price)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NvlinkSpec:
+    """A GPU's NVLink capability."""
+
+    __pydantic_config__ = _STRICT
+
+    generation: int
+    """NVLink generation (1 to 5)."""
+    gb_s: float
+    """Total NVLink bandwidth per GPU, both directions summed, GB/s."""
+    max_gpus: int
+    """How many GPUs one bridge or fabric joins all-to-all (2 for a bridge pair, 8 for HGX)."""
+    topology: str = "bridge"
+    """`bridge` (a connector joining a pair), `switch` (NVSwitch all-to-all) or `mesh` (direct links)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """A GPU or unified-memory machine in the catalog."""
+
+    __pydantic_config__ = _STRICT
+
+    id: str
+    """Stable lower-case id, e.g. `rtx-3090`."""
+    name: str
+    """Marketing name."""
+    vendor: str
+    """`nvidia`, `amd`, `intel` or `apple`."""
+    category: str
+    """`consumer`, `workstation`, `datacenter` or `unified`."""
+    arch: str
+    """Architecture family used by the speed rules (e.g. `ampere`, `ada`, `hopper`, `apple-m2`)."""
+    vram_gib: float
+    """Memory the GPU can address, GiB (unified machines: the whole unified memory)."""
+    memory_bandwidth_gb_s: float
+    """Peak memory bandwidth, GB/s."""
+    fp16_tflops: float
+    """Dense FP16/BF16 tensor (matrix) throughput, TFLOPS; the FP16 vector rate where there are no tensor cores."""
+    power_w: float
+    """Board power (TDP/TGP), watts."""
+    sources: tuple[str, ...]
+    """Where the numbers come from."""
+    fp16_tflops_basis: str = ""
+    """How `fp16_tflops` was derived (dense vs sparse, accumulate type, clock)."""
+    pcie_gen: int | None = None
+    """PCIe generation of the GPU's own host link (None for SoCs)."""
+    pcie_lanes: int | None = None
+    """PCIe lanes of the GPU's own host link (None for SoCs)."""
+    pcie_p2p: bool = False
+    """Peer-to-peer over PCIe works on the stock driver."""
+    nvlink: NvlinkSpec | None = None
+    """NVLink capability, if any."""
+    unified_memory: bool = False
+    """CPU and GPU share one memory pool (Apple silicon, DGX Spark, Strix Halo)."""
+    price: Price | None = None
+    """A representative price."""
+    aliases: tuple[str, ...] = ()
+    """Other names people type for this GPU."""
+    notes: str = ""
+    """Anything a reader of the entry should know."""
+
+    @property
+    def vram_bytes(self) -> int:
+        return int(round(self.vram_gib * GIB))
+
+    @property
+    def nvlink_gb_s(self) -> float:
+        return self.nvlink.gb_s if self.nvlink else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """An open-weights LLM, with the architecture values of its real `config.json`."""
+
+    __pydantic_config__ = _STRICT
+
+    id: str
+    """Stable lower-case id, e.g. `llama-3.1-70b`."""
+    name: str
+    """Display name."""
+    family: str
+    """Model family (llama, qwen, mistral, gemma, phi, deepseek, gpt-oss, glm, command-r...)."""
+    params_total: int
+    """Total parameters."""
+    params_active: int
+    """Parameters used per token (equal to the total for dense models)."""
+    layers: int
+    """Transformer blocks (`num_hidden_layers`)."""
+    hidden_size: int
+    """Residual width (`hidden_size`)."""
+    intermediate_size: int
+    """Dense MLP width (`intermediate_size`)."""
+    attention_heads: int
+    """Query heads (`num_attention_heads`)."""
+    kv_heads: int
+    """Key/value heads (`num_key_value_heads`); equal to heads without GQA."""
+    head_dim: int
+    """Per-head dimension (`head_dim`, or hidden/heads when absent)."""
+    vocab_size: int
+    """Vocabulary size."""
+    max_context: int
+    """Maximum context (`max_position_embeddings`, or the documented extended context)."""
+    sources: tuple[str, ...]
+    """Where the values come from (config.json copies, model cards)."""
+    tied_embeddings: bool = False
+    """Input embedding and output head share one matrix."""
+    experts: int = 0
+    """Routed experts per MoE layer (0 for dense models)."""
+    experts_active: int = 0
+    """Routed experts used per token."""
+    shared_experts: int = 0
+    """Always-on shared experts per MoE layer."""
+    moe_intermediate_size: int = 0
+    """Width of one expert's MLP."""
+    dense_layers: int = 0
+    """Leading layers that use a dense MLP instead of experts (DeepSeek `first_k_dense_replace`)."""
+    sliding_window: int = 0
+    """Sliding-window size of the local-attention layers (0: none)."""
+    sliding_window_layers: int = 0
+    """How many of the layers use the sliding window (the rest attend globally)."""
+    kv_lora_rank: int = 0
+    """Multi-head latent attention: compressed KV rank (0: not MLA)."""
+    qk_rope_head_dim: int = 0
+    """Multi-head latent attention: decoupled RoPE key dimension cached beside the latent."""
+    aliases: tuple[str, ...] = ()
+    """Other names people type for this model."""
+    notes: str = ""
+    """Anything a reader of the entry should know."""
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+
+@dataclass(frozen=True, slots=True)
+class QuantSpec:
+    """A weight quantization format."""
+
+    __pydantic_config__ = _STRICT
+
+    id: str
+    """Id as printed, e.g. `Q4_K_M`, `fp8`, `exl2-4.65`."""
+    format: str
+    """`gguf`, `safetensors`, `exl2`, `mlx`."""
+    bits_per_weight: float
+    """Average bits per weight of a whole model file in this format."""
+    bpw_basis: str
+    """Where the bits per weight come from."""
+    runtimes: tuple[str, ...]
+    """Runtimes that load this format."""
+    kld: float | None = None
+    """Mean KL divergence against the 16-bit model (Llama 3.1 8B unless `quality_basis` says otherwise)."""
+    ppl_delta_pct: float | None = None
+    """Perplexity increase against the 16-bit model, percent."""
+    quality_basis: str = ""
+    """Where the quality numbers come from."""
+    kernel: str = ""
+    """Kernel class for the speed rules (`f16`, `q8`, `kquant`, `iquant`, `legacy`, `fp8`, `int4`...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeSpec:
+    """An inference runtime and what it costs in memory beyond weights and KV cache."""
+
+    __pydantic_config__ = _STRICT
+
+    id: str
+    """`llama.cpp`, `ollama`, `vllm`, `exllamav2`, `mlx`, `transformers`."""
+    name: str
+    """Display name."""
+    default_split: str
+    """`layer` or `tensor`."""
+    formats: tuple[str, ...]
+    """Quantization formats it loads."""
+    context_mib: float
+    """Per-GPU memory taken by the CUDA context and libraries before any tensor, MiB."""
+    context_basis: str
+    """Where `context_mib` comes from."""
+    ubatch: int
+    """Micro-batch (tokens per compute step) that sizes the compute buffers."""
+    compute_fixed_mib: float
+    """Fixed part of the compute buffer per GPU, MiB."""
+    compute_basis: str
+    """Where the compute-buffer model comes from."""
+    gpu_memory_utilization: float = 0.0
+    """Fraction of each GPU the runtime reserves up front (vLLM); 0 when it allocates what it needs."""
+    embeddings_on_host: bool = False
+    """The token-embedding matrix stays in host RAM when all layers are on the GPU (llama.cpp)."""
+    kv_types: tuple[str, ...] = ("f16",)
+    """KV cache types it supports."""
+    supports_tensor_parallel: bool = True
+    """It can split each layer across GPUs."""
+    supports_cpu_offload: bool = True
+    """It can keep part of the weights in system RAM."""
+    notes: str = ""
+    """Anything a reader of the entry should know."""
+
+
+@dataclass(frozen=True, slots=True)
+class PresetRig:
+    """A named rig people ask about (for the app's picker and examples)."""
+
+    __pydantic_config__ = _STRICT
+
+    id: str
+    """Stable id, e.g. `2x-rtx-3090-nvlink`."""
+    name: str
+    """Display name."""
+    gpus: tuple[str, ...]
+    """GPU specs as `--gpu` takes them (`2xrtx-3090`)."""
+    nvlink: bool = False
+    """The GPUs are joined by NVLink as their hardware allows."""
+    ram_gib: float = 64.0
+    """System RAM, GiB."""
+    notes: str = ""
+    """What this rig stands for."""
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """Everything the engine knows, merged from the built-in and user files."""
+
+    gpus: dict[str, GpuSpec]
+    models: dict[str, ModelSpec]
+    quants: dict[str, QuantSpec]
+    runtimes: dict[str, RuntimeSpec]
+    presets: dict[str, PresetRig] = field(default_factory=dict)
+    rules: dict = field(default_factory=dict)
+    """The remaining rulebook tables (speed, interconnect, system), raw but read-only by convention."""

@@ -1,0 +1,339 @@
+"""The headless front end: `advisor check|fit|plan|detect|models|gpus|catalog`, and the app launcher.
+
+stdout is data (text, markdown or JSON); diagnostics go to stderr. Exit codes are API:
+0 yes, 1 no, 2 bad input (one line on stderr), 130 interrupted. Nothing here imports textual:
+`advisor` with no command imports the app lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from advisor.errors import AdvisorError
+
+COMMANDS = ("check", "fit", "plan", "detect", "models", "gpus", "catalog")
+EXIT_YES, EXIT_NO, EXIT_USAGE, EXIT_INTERRUPT = 0, 1, 2, 130
+
+EPILOG = """\
+examples:
+  advisor check llama-3.1-70b --gpu 2xrtx-3090              does it fit, how fast, NVLink?
+  advisor check qwen3-32b --gpu rtx-4090 --ctx 32768 --kv-cache q8_0
+  advisor check llama-3.1-8b --gpu rtx-3090 --json          the contract's JSON, for scripts
+  advisor fit --gpu rtx-4090 --ctx 8192                     what runs on this rig, ranked
+  advisor plan llama-3.1-70b --quant Q4_K_M --min-tps 10     cheapest rigs that reach the target
+  advisor detect --save my-rig.toml                         capture this machine as a rig file
+  advisor models llama / advisor gpus 3090                  search the catalog
+
+exit codes: 0 yes (fits / found), 1 no, 2 bad input, 130 interrupted.
+Rig: --gpu SPEC (repeatable, [Nx]GPU_ID), --rig FILE, or the detected local GPUs (CPU-only when none).
+"""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports bad usage as one line and exit 2 (no usage dump)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise AdvisorError(f"{self.prog}: {message}", f"see `{self.prog} --help`")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        value = _suffixed(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive whole number")
+    return value
+
+
+def _suffixed(text: str) -> int:
+    t = text.strip().lower()
+    mult = {"k": 1024, "m": 1024 * 1024}.get(t[-1:]) if t else None
+    if mult and t[:-1].replace(".", "", 1).isdigit():
+        return int(float(t[:-1]) * mult)
+    raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (e.g. 8192 or 8k)")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+    return value
+
+
+def _output_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("output")
+    g.add_argument("--format", choices=("text", "json", "markdown"), default=None, help="output format (default text)")
+    g.add_argument("--json", action="store_true", help="same as --format json")
+
+
+def _rig_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("rig (default: the detected local GPUs; CPU-only when none)")
+    g.add_argument("--gpu", action="append", metavar="SPEC", default=[],
+                   help="[Nx]GPU_ID, repeatable for a mixed rig: rtx-4090, 2xrtx-3090, '4x A100 SXM4 80GB'")
+    g.add_argument("--nvlink", action="store_true",
+                   help="the GPUs are NVLink-joined as their hardware allows (bridge pairs; implicit for SXM)")
+    g.add_argument("--pcie", metavar="GxW", help="each GPU's host link, e.g. 4x16, 4x8, 3x4, 3x1 (default: the card's own)")
+    g.add_argument("--ram", metavar="GB", help="system RAM for CPU offload (default: detected, or the rig file's)")
+    g.add_argument("--rig", metavar="FILE", type=Path, help="a rig file (TOML) as `advisor detect --save` writes it")
+    g.add_argument("--empty", action="store_true",
+                   help="with detected GPUs, plan for idle cards (total memory) instead of the memory free now")
+
+
+def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
+    from advisor.engine.options import DEFAULT_CTX, DEFAULT_PROMPT_TOKENS, RUNTIMES, WORKLOADS
+
+    if model:
+        p.add_argument("model", metavar="MODEL", help="a catalog model id or name (see `advisor models`)")
+    g = p.add_argument_group("model options")
+    g.add_argument("--quant", metavar="Q", help="quantization id, e.g. Q4_K_M, Q8_0, F16, fp8, awq, exl2-4.65 "
+                                                  "(default: the best quality that fits, said so)")
+    g.add_argument("--ctx", type=_positive_int, metavar="N",
+                   help=f"context tokens to allocate KV cache for (default {DEFAULT_CTX}, capped at the model's max)")
+    g.add_argument("--prompt-tokens", type=_positive_int, default=DEFAULT_PROMPT_TOKENS, metavar="N",
+                   help=f"prompt length for the prefill estimate (default {DEFAULT_PROMPT_TOKENS})")
+    g.add_argument("--kv-cache", default="f16", metavar="TYPE", help="KV cache type: f16 (default), q8_0, q4_0")
+    g.add_argument("--runtime", default="llama.cpp", metavar="R", help=f"one of {', '.join(RUNTIMES)} (default llama.cpp)")
+    g.add_argument("--split", choices=("layer", "tensor"), default=None,
+                   help="multi-GPU split (default: the runtime's: layer for llama.cpp/ollama/exllamav2, tensor for vllm)")
+    g.add_argument("--concurrency", type=_positive_int, default=1, metavar="N", help="sequences decoded at once (default 1)")
+    g.add_argument("--workload", default="inference", metavar="W", help=f"one of {', '.join(WORKLOADS)} (default inference)")
+    g.add_argument("--batch-size", type=_positive_int, default=1, metavar="N", help="training: sequences per GPU per step")
+    g.add_argument("--seq-len", type=_positive_int, default=2048, metavar="N", help="training: tokens per sequence")
+    g.add_argument("--no-flash-attn", action="store_true", help="llama.cpp without flash attention (-fa off)")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="advisor", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+                    description="Can my rig run this open-weights model? Fit, placement, memory, speed and "
+                                "the NVLink verdict, with the arithmetic shown. With no command: the terminal app.")
+    from advisor import __version__
+
+    parser.add_argument("--version", action="version", version=f"advisor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+
+    p = sub.add_parser("check", help="one model on one rig: fit, placement, memory, speed, NVLink verdict",
+                       description="One model on one rig. Exit 0 when it fits fully in GPU memory, 1 when not "
+                                   "(it may still run with offload: see `runs`), 2 on bad input.")
+    _model_args(p)
+    _rig_args(p)
+    _output_args(p)
+
+    p = sub.add_parser("fit", help="every catalog model on the rig: the best quant that fits, ranked",
+                       description="Every catalog model on the rig, ranked by the quality that fits, then speed. "
+                                   "Exit 0 when at least one model fits, 1 when none does.")
+    _model_args(p, model=False)
+    _rig_args(p)
+    _output_args(p)
+    g = p.add_argument_group("filters")
+    g.add_argument("--min-tps", type=_positive_float, metavar="N", help="only models decoding at least N tokens/s")
+    g.add_argument("--family", metavar="NAME", help="only this family (llama, qwen, gemma, mistral, ...)")
+    g.add_argument("--moe", action="store_true", help="only mixture-of-experts models")
+    g.add_argument("--max-params", type=_positive_float, metavar="B", help="only models up to B billion parameters")
+    g.add_argument("--all", action="store_true", help="also list models that do not fit")
+
+    p = sub.add_parser("plan", help="the cheapest rigs that reach a target, NVLink or not",
+                       description="Enumerate candidate rigs (1-8 of each catalog GPU, mixes with what you own, "
+                                   "unified-memory machines, with and without NVLink), keep those that reach the "
+                                   "target, cheapest first. Exit 0 when an option exists, 1 when none does.")
+    _model_args(p)
+    _output_args(p)
+    g = p.add_argument_group("target and budget")
+    g.add_argument("--min-tps", type=_positive_float, metavar="N", help="minimum single-stream decode tokens/s")
+    g.add_argument("--budget", type=_positive_float, metavar="USD", help="most you will spend")
+    g.add_argument("--have", action="append", default=[], metavar="SPEC", help="GPUs you own ([Nx]GPU_ID): kept, cost nothing")
+    g.add_argument("--ram", metavar="GB", help="system RAM of the rig (default 64)")
+    g.add_argument("--price", action="append", default=[], metavar="ID=USD", help="override a GPU's price")
+    g.add_argument("--kwh-price", type=_positive_float, default=None, metavar="USD", help="electricity price per kWh")
+    g.add_argument("--top", type=_positive_int, default=5, metavar="N", help="options to show (default 5)")
+
+    p = sub.add_parser("detect", help="the local hardware as the advisor sees it",
+                       description="Read the GPUs through NVML (or a saved `nvidia-smi -q -x` XML / rig file with "
+                                   "--from), system memory and CPU. Exit 0 when GPUs were read, 1 when none.")
+    p.add_argument("--from", dest="source", type=Path, metavar="FILE", help="an `nvidia-smi -q -x` XML or a rig file")
+    p.add_argument("--save", type=Path, metavar="FILE", help="write what was found as a rig file (TOML)")
+    _output_args(p)
+
+    for name, what in (("models", "LLMs"), ("gpus", "GPUs and unified-memory machines")):
+        p = sub.add_parser(name, help=f"the catalog's {what}", description=f"List or search the catalog's {what}.")
+        p.add_argument("query", nargs="?", help="filter by id, name or alias (substring)")
+        _output_args(p)
+
+    p = sub.add_parser("catalog", help="validate the catalog, show where user files go, print JSON Schemas",
+                       description="validate: check built-in and user files, every problem at once (exit 1 if any). "
+                                   "path: the user catalog folder ($ADVISOR_CONFIG_DIR overrides). schema: JSON Schemas.")
+    p.add_argument("action", choices=("validate", "path", "schema"))
+    _output_args(p)
+    return parser
+
+
+def _fmt(args: argparse.Namespace) -> str:
+    return "json" if getattr(args, "json", False) else (getattr(args, "format", None) or "text")
+
+
+def _emit(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _emit_json(obj: Any) -> None:
+    _emit(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def options_from(args: argparse.Namespace):
+    from advisor.engine.options import Options
+
+    return Options(quant=args.quant, ctx=args.ctx, prompt_tokens=args.prompt_tokens, kv_type=args.kv_cache.lower(),
+                   runtime=args.runtime.lower(), split=args.split, concurrency=args.concurrency,
+                   workload=args.workload.lower(), flash_attention=not args.no_flash_attn,
+                   batch_size=args.batch_size, seq_len=args.seq_len)
+
+
+def rig_from_args(args: argparse.Namespace, catalog):
+    from advisor.probe.build import build_rig
+
+    return build_rig(catalog, gpus=args.gpu, nvlink=args.nvlink, pcie=args.pcie, ram=args.ram,
+                     rig_file=args.rig, empty=args.empty)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from advisor.catalog.load import load_catalog
+    from advisor.engine.check import evaluate
+
+    catalog = load_catalog()
+    rig = rig_from_args(args, catalog)
+    report = evaluate(catalog, rig, args.model, options_from(args))
+    fmt = _fmt(args)
+    if fmt == "json":
+        from advisor.report.jsonout import check_json
+
+        _emit_json(check_json(report))
+    elif fmt == "markdown":
+        from advisor.report.text import render_markdown
+
+        _emit(render_markdown(report))
+    else:
+        from advisor.report.text import render_text, use_color
+
+        _emit(render_text(report, color=use_color()))
+    return EXIT_YES if report.fits else EXIT_NO
+
+
+def cmd_catalog_list(args: argparse.Namespace) -> int:
+    from advisor.catalog.load import as_dict, load_catalog
+    from advisor.catalog.resolve import normal
+
+    catalog = load_catalog()
+    entries = catalog.models if args.command == "models" else catalog.gpus
+    rows = list(entries.values())
+    if args.query:
+        q = normal(args.query)
+        qn = q.replace("-", "")
+        rows = [e for e in rows if any(q in normal(n) or qn in normal(n).replace("-", "")
+                                       for n in (e.id, e.name, *e.aliases))]
+    if _fmt(args) == "json":
+        out = []
+        for e in rows:
+            d = as_dict(e)
+            if args.command == "gpus":
+                d.update(vram_bytes=e.vram_bytes, nvlink_gb_s=e.nvlink_gb_s,
+                         price_usd=e.price.usd if e.price else None)
+            out.append(d)
+        _emit_json(out)
+    else:
+        from advisor.catalog.types import GIB
+
+        lines = []
+        if args.command == "models":
+            lines.append(f"{'id':<32} {'params':>9} {'active':>9} {'layers':>6} {'ctx':>8}  name")
+            for m in rows:
+                lines.append(f"{m.id:<32} {m.params_total / 1e9:>8.1f}B {m.params_active / 1e9:>8.1f}B "
+                             f"{m.layers:>6} {m.max_context:>8}  {m.name}")
+        else:
+            lines.append(f"{'id':<26} {'memory':>8} {'GB/s':>7} {'TFLOPS':>7} {'link':>10} {'price':>8}  name")
+            for g in rows:
+                link = f"NVL{g.nvlink.generation}" if g.nvlink else (f"PCIe{g.pcie_gen}x{g.pcie_lanes}" if g.pcie_gen else "SoC")
+                price = f"${g.price.usd:,.0f}" if g.price else "—"
+                lines.append(f"{g.id:<26} {g.vram_bytes / GIB:>6.0f}GB {g.memory_bandwidth_gb_s:>7.0f} "
+                             f"{g.fp16_tflops:>7.1f} {link:>10} {price:>8}  {g.name}")
+        _emit("\n".join(lines))
+    return EXIT_YES if rows else EXIT_NO
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    from advisor.catalog import load
+
+    if args.action == "path":
+        folder = load.user_dir()
+        if _fmt(args) == "json":
+            db, rules = load.builtin_dirs()
+            _emit_json({"user_dir": str(folder), "builtin_hardware_db": str(db), "builtin_rules": str(rules)})
+        else:
+            _emit(f"{folder}\n(put *.toml files with [[gpu]], [[model]], [[quant]], [[runtime]] or [[preset]] "
+                  f"tables there; entries override the built-in ones by id; set $ADVISOR_CONFIG_DIR to move it)")
+        return EXIT_YES
+    if args.action == "schema":
+        _emit_json(load.schemas())
+        return EXIT_YES
+    problems = load.validate_all()
+    if _fmt(args) == "json":
+        _emit_json({"ok": not problems, "problems": problems})
+    else:
+        _emit("\n".join(problems) if problems else "catalog OK: built-in and user files validate")
+    return EXIT_NO if problems else EXIT_YES
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    if args.command == "check":
+        return cmd_check(args)
+    if args.command in ("models", "gpus"):
+        return cmd_catalog_list(args)
+    if args.command == "catalog":
+        return cmd_catalog(args)
+    if args.command == "detect":
+        from advisor.commands.detect import cmd_detect
+
+        return cmd_detect(args)
+    if args.command == "fit":
+        from advisor.commands.fit import cmd_fit
+
+        return cmd_fit(args)
+    if args.command == "plan":
+        from advisor.commands.plan import cmd_plan
+
+        return cmd_plan(args)
+    raise AssertionError(args.command)
+
+
+def app_parser() -> Parser:
+    p = Parser(prog="advisor", description="The terminal app: the whole answer on one screen.", epilog=EPILOG,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", nargs="?", metavar="MODEL", help="open on this model")
+    _rig_args(p)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and (argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version")):
+            args = build_parser().parse_args(argv)
+            return dispatch(args)
+        args = app_parser().parse_args(argv)
+        from advisor.app_entry import run_app
+
+        return run_app(args)
+    except AdvisorError as exc:
+        sys.stderr.write(f"advisor: {exc}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("advisor: interrupted\n")
+        return EXIT_INTERRUPT
+    except BrokenPipeError:
+        return EXIT_YES

@@ -1,0 +1,213 @@
+"""`evaluate`: one model on one rig with options -> a Report. The single entry point of the engine."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from advisor.catalog.resolve import resolve
+from advisor.catalog.types import Catalog, ModelSpec, QuantSpec, RuntimeSpec
+from advisor.engine import memory as mem
+from advisor.engine import speed as spd
+from advisor.engine.findings import run_rules
+from advisor.engine.interconnect import link_times
+from advisor.engine.options import DEFAULT_CTX, KV_TYPES, RUNTIMES, SPLITS, WORKLOADS, Options
+from advisor.engine.placement import Placement, Placer
+from advisor.engine.result import Interconnect, Report, Speed
+from advisor.engine.rig import Rig
+from advisor.errors import AdvisorError
+
+_EXL2 = re.compile(r"^exl2-(\d+(?:\.\d+)?)$", re.IGNORECASE)
+MAX_CTX = 16 * 1024 * 1024
+MAX_CONCURRENCY = 4096
+MAX_PROMPT = 16 * 1024 * 1024
+
+
+def resolve_quant(catalog: Catalog, text: str) -> QuantSpec:
+    """A quant id (case-insensitive), or `exl2-<bpw>` synthesised from its bits per weight."""
+    m = _EXL2.match(text.strip())
+    if m:
+        bpw = float(m.group(1))
+        if not 1.0 <= bpw <= 8.5:
+            raise AdvisorError(f"--quant {text!r}: EXL2 bits per weight must be 1.0 to 8.5")
+        return QuantSpec(id=f"exl2-{m.group(1)}", format="exl2", bits_per_weight=bpw,
+                         bpw_basis="EXL2 targets this average bits per weight over the linear layers",
+                         runtimes=("exllamav2",), kernel="exl2")
+    by_lower = {q.lower(): q for q in catalog.quants}
+    key = text.strip().lower()
+    if key in by_lower:
+        return catalog.quants[by_lower[key]]
+    return catalog.quants[resolve(catalog.quants, text, "quant")]
+
+
+def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
+    if options.runtime not in catalog.runtimes:
+        raise AdvisorError(f"unknown runtime {options.runtime!r}", f"use one of: {', '.join(RUNTIMES)}")
+    runtime = catalog.runtimes[options.runtime]
+    if options.kv_type not in KV_TYPES:
+        raise AdvisorError(f"unknown KV cache type {options.kv_type!r}", f"use one of: {', '.join(KV_TYPES)}")
+    if options.kv_type not in runtime.kv_types:
+        raise AdvisorError(f"{runtime.name} has no {options.kv_type} KV cache",
+                           f"use one of: {', '.join(runtime.kv_types)}")
+    if options.split is not None and options.split not in SPLITS:
+        raise AdvisorError(f"unknown split {options.split!r}", "use layer or tensor")
+    if options.workload not in WORKLOADS:
+        raise AdvisorError(f"unknown workload {options.workload!r}", f"use one of: {', '.join(WORKLOADS)}")
+    if options.ctx is not None and not 1 <= options.ctx <= MAX_CTX:
+        raise AdvisorError(f"--ctx {options.ctx} is out of range", f"use 1 to {MAX_CTX}")
+    if not 1 <= options.concurrency <= MAX_CONCURRENCY:
+        raise AdvisorError(f"--concurrency {options.concurrency} is out of range", f"use 1 to {MAX_CONCURRENCY}")
+    if not 1 <= options.prompt_tokens <= MAX_PROMPT:
+        raise AdvisorError(f"--prompt-tokens {options.prompt_tokens} is out of range", f"use 1 to {MAX_PROMPT}")
+    return runtime
+
+
+def quant_ladder(catalog: Catalog, runtime: RuntimeSpec) -> list[QuantSpec]:
+    sel = catalog.rules["memory"]["selection"]
+    key = {"llama.cpp": "gguf", "ollama": "gguf"}.get(runtime.id, runtime.id)
+    return [resolve_quant(catalog, q) for q in sel[key]]
+
+
+def fallback_quant(catalog: Catalog, runtime: RuntimeSpec) -> QuantSpec:
+    sel = catalog.rules["memory"]["selection"]
+    key = {"llama.cpp": "gguf", "ollama": "gguf"}.get(runtime.id, runtime.id)
+    return resolve_quant(catalog, sel["fallback"][key])
+
+
+def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | str, options: Options = Options()) -> Report:
+    """Fit, placement, memory, speed, interconnect verdict and findings for one model on one rig."""
+    if isinstance(model, str):
+        model = catalog.models[resolve(catalog.models, model, "model")]
+    runtime = check_options(catalog, options)
+    rules = catalog.rules
+    ctx = min(options.ctx or DEFAULT_CTX, model.max_context)
+    if options.quant:
+        quant = resolve_quant(catalog, options.quant)
+        if runtime.id not in quant.runtimes:
+            raise AdvisorError(f"{runtime.name} does not load {quant.id}",
+                               f"runtimes for {quant.id}: {', '.join(quant.runtimes)}")
+        placer = Placer(model, quant, runtime, rig, options, rules)
+        chosen = False
+    else:
+        placer = None
+        for q in quant_ladder(catalog, runtime):
+            p = Placer(model, q, runtime, rig, options, rules)
+            if p.at(ctx).fits:
+                placer = p
+                break
+        if placer is None:
+            placer = Placer(model, fallback_quant(catalog, runtime), runtime, rig, options, rules)
+        quant, chosen = placer.quant, True
+    placement = placer.at(ctx)
+    max_ctx = placer.max_context()
+    kv_total = sum(mem.kv_bytes_per_layer(model, mem.kv_cells(ctx, runtime, rules), options.kv_type, rules,
+                                          options.concurrency))
+    speed = estimate_speed(placement, rig, model, quant, runtime, rules, options, ctx)
+    inter = interconnect_verdict(placement, rig, model, quant, runtime, rules, options, ctx)
+    split = placer.split if len(rig.gpus) > 1 else runtime.default_split
+    report = Report(model=model, quant=quant, quant_chosen=chosen, runtime=runtime, split=split,
+                    context_tokens=ctx, options=options, rig=rig, placement=placement,
+                    kv_cache_bytes=kv_total, max_context_tokens=max_ctx, speed=speed, interconnect=inter,
+                    findings=())
+    if options.workload != "inference":
+        from advisor.engine.training import estimate_training, training_verdict
+
+        training = estimate_training(catalog, rig, model, options)
+        report = replace(report, training=training,
+                         interconnect=training_verdict(catalog, rig, model, options, training))
+    return replace(report, findings=run_rules(report, catalog))
+
+
+def _kv_on_devices(placement: Placement, depth_cells: int, ctx_cells: int) -> list[int]:
+    """KV bytes each GPU reads per decode step when `depth_cells` of its `ctx_cells` are filled."""
+    if ctx_cells <= 0:
+        return [0] * len(placement.devices)
+    return [int(d.kv_cache_bytes * min(depth_cells, ctx_cells) / ctx_cells) for d in placement.devices]
+
+
+def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
+                   rules: dict, options: Options, ctx: int) -> Speed:
+    err = rules["speed"]["error"]
+    band = (f"usually within ±{err['decode_median_pct']:g}% (decode) and ±{err['prefill_median_pct']:g}% "
+            f"(prefill) of llama-bench on public measurements")
+    if not placement.runs:
+        return Speed(None, None, None, None, None, basis="does not run on this rig", error_band=band)
+    streams = options.concurrency
+    cells = mem.kv_cells(ctx, runtime, rules) * streams
+    lt = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, 1)
+    lt_n = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams)
+    short = spd.decode_step(placement, rig, model, quant, runtime, rules)
+    decode = 1 / (short.total_s + (lt.decode_s if lt else 0.0))
+    at_ctx_step = spd.decode_step(placement, rig, model, quant, runtime, rules,
+                                  kv_depth_bytes=_kv_on_devices(placement, cells // streams, cells))
+    at_ctx = 1 / (at_ctx_step.total_s + (lt.decode_s if lt else 0.0))
+    pre = spd.prefill_time(placement, rig, model, quant, runtime, rules, options.prompt_tokens)
+    prefill = options.prompt_tokens / (pre.total_s + (lt.prefill_s if lt else 0.0))
+    agg = per_stream = None
+    if streams > 1:
+        half = _kv_on_devices(placement, cells // 2, cells)  # streams at half their context on average
+        step = spd.decode_step(placement, rig, model, quant, runtime, rules, kv_depth_bytes=half, streams=1)
+        step_t = step.total_s + (lt_n.decode_s if lt_n else 0.0)
+        agg = streams / step_t
+        per_stream = 1 / step_t
+    where = {
+        "single_gpu": "one GPU", "layer_split": "GPUs in turn (layer split)",
+        "tensor_parallel": "GPUs in parallel (tensor parallel)", "cpu_offload": "GPUs plus system RAM",
+        "moe_offload": "GPUs plus experts in system RAM", "cpu_only": "system RAM",
+    }.get(placement.strategy, placement.strategy)
+    basis = (f"decode: bytes read per token over the memory bandwidth of {where} at the achievable fraction "
+             f"fitted to public llama-bench results; prefill: 2 x active parameters FLOPs per token over dense "
+             f"FP16 tensor throughput at the fitted fraction")
+    return Speed(round(decode, 1), round(prefill, 1), round(at_ctx, 1),
+                 round(agg, 1) if agg else None, round(per_stream, 1) if per_stream else None,
+                 basis=basis, error_band=band)
+
+
+def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec,
+                         runtime: RuntimeSpec, rules: dict, options: Options, ctx: int) -> Interconnect:
+    used = [d for d in placement.devices if d.total_bytes > 0]
+    if len(used) < 2:
+        why = "one GPU: nothing crosses a GPU-to-GPU link" if rig.gpus else "no GPU: nothing crosses a GPU link"
+        return Interconnect("not_applicable", 0.0, 1.0, why)
+    if not placement.runs:
+        return Interconnect("not_applicable", 0.0, 1.0, "does not run on this rig, so the link does not matter")
+    streams = options.concurrency
+    now = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams)
+    nv = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams, force_nvlink=True)
+    assert now is not None and nv is not None
+    step = spd.decode_step(placement, rig, model, quant, runtime, rules, streams=streams)
+    pre = spd.prefill_time(placement, rig, model, quant, runtime, rules, options.prompt_tokens)
+    dec_now, dec_nv = step.total_s + now.decode_s, step.total_s + nv.decode_s
+    pre_now, pre_nv = pre.total_s + now.prefill_s, pre.total_s + nv.prefill_s
+    dec_speedup, pre_speedup = dec_now / dec_nv, pre_now / pre_nv
+    long_prompt = options.prompt_tokens >= int(rules["interconnect"]["verdict"].get("long_prompt_tokens", 2048))
+    phase = "decode"
+    speedup, share = dec_speedup, now.decode_s / dec_now
+    if (long_prompt or streams > 1) and pre_speedup > speedup:
+        phase, speedup, share = "prefill", pre_speedup, now.prefill_s / pre_now
+    v = rules["interconnect"]["verdict"]
+    if now.link.kind == "nvlink":
+        verdict = "not_needed"
+        speedup = 1.0
+    elif speedup >= float(v["needed_above"]):
+        verdict = "needed"
+    elif speedup >= float(v["helps_above"]):
+        verdict = "helps"
+    else:
+        verdict = "not_needed"
+    what = "tensor parallel does 2 all-reduces per layer per token" if placement.strategy == "tensor_parallel" \
+        else f"layer split moves {model.hidden_size * 4 * streams / 1024:.0f} KiB per token between your GPUs"
+    if now.link.kind == "nvlink":
+        summary = f"{what}; the GPUs already talk over {now.link.label}: {share:.1%} of the {phase} time."
+    else:
+        summary = (f"{what}: {share:.1%} of the {phase} time on {now.link.label}; "
+                   f"NVLink would make {phase} {speedup:.2f}x as fast")
+        summary += "." if verdict != "not_needed" else ", so it would change little."
+    details = (
+        ("link", now.link.label),
+        ("decode link time per token", f"{now.decode_s * 1e3:.3f} ms of {dec_now * 1e3:.2f} ms"),
+        ("prefill link time", f"{now.prefill_s * 1e3:.1f} ms of {pre_now * 1e3:.1f} ms for {options.prompt_tokens} tokens"),
+        ("decode speedup with NVLink", f"{dec_speedup:.3f}x"),
+        ("prefill speedup with NVLink", f"{pre_speedup:.3f}x"),
+    )
+    return Interconnect(verdict, round(share, 4), round(max(speedup, 1.0), 3), summary, details)

@@ -1,0 +1,201 @@
+"""The rules: each a small function with a stable code that turns a Report into findings.
+
+A rule's docstring says what it checks and why; its thresholds live in rules/*.toml. `RULES`
+lists them in the order their findings are shown. Adding a rule is adding one function here.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from advisor.catalog.types import GIB, Catalog
+from advisor.engine.result import Finding, Report
+
+Rule = Callable[[Report, Catalog], Iterator[Finding]]
+
+
+def gib(n: float) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+def ktok(n: int) -> str:
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else (f"{n / 1000:.0f}k" if n >= 1000 else str(n))
+
+
+def fit001_fits(r: Report, c: Catalog) -> Iterator[Finding]:
+    """FIT001: it fits fully on the GPUs; say with how much to spare and the context it allows."""
+    p = r.placement
+    if not p.fits:
+        return
+    spare = min(d.free_bytes for d in p.devices)
+    msg = f"fits with {gib(spare)} to spare" + (" on the fullest GPU" if len(p.devices) > 1 else "")
+    msg += f"; up to {ktok(r.max_context_tokens)} context with {r.options.kv_type} KV"
+    if r.options.kv_type == "f16" and "q8_0" in r.runtime.kv_types and r.max_context_tokens < r.model.max_context:
+        from dataclasses import replace as _r
+
+        from advisor.engine.placement import Placer
+
+        q8 = Placer(r.model, r.quant, r.runtime, r.rig, _r(r.options, kv_type="q8_0"), c.rules).max_context()
+        if q8 > r.max_context_tokens:
+            msg += f", {ktok(q8)} with q8_0"
+    yield Finding("FIT001", "info", msg + ".")
+
+
+def fit002_does_not_fit(r: Report, c: Catalog) -> Iterator[Finding]:
+    """FIT002: it does not fit on the GPUs: say by how much, and what would make it fit."""
+    p = r.placement
+    if p.fits or r.rig.is_cpu_only:
+        return
+    need = sum(d.total_bytes for d in p.devices) + p.host.weights_bytes + p.host.kv_cache_bytes
+    have = sum(d.capacity_bytes for d in p.devices)
+    if p.strategy in ("cpu_offload", "moe_offload") and p.runs:
+        where = (f"{p.cpu_expert_layers} layers' experts" if p.strategy == "moe_offload"
+                 else f"{r.model.layers - p.gpu_layers} of {r.model.layers} layers")
+        yield Finding("FIT002", "warning",
+                      f"does not fit in GPU memory ({gib(need)} needed, {gib(have)} usable): {where} "
+                      f"run from system RAM ({gib(p.host.weights_bytes)}), which is much slower.")
+    elif p.problem:
+        yield Finding("FIT002", "error", f"does not run: {p.problem}.")
+    else:
+        yield Finding("FIT002", "error", f"does not fit: needs about {gib(need)}, the GPUs offer {gib(have)}.")
+
+
+def fit003_cpu_only(r: Report, c: Catalog) -> Iterator[Finding]:
+    """FIT003: no GPU in the rig: the answer is for system RAM alone."""
+    if r.rig.is_cpu_only:
+        state = "runs" if r.runs else "does not run"
+        yield Finding("FIT003", "warning" if r.runs else "error",
+                      f"no GPU in this rig: it {state} on the CPU from system RAM "
+                      f"({gib(r.placement.host.total_bytes)} needed, {gib(r.placement.host.capacity_bytes)} usable).")
+
+
+def fit004_uneven_split(r: Report, c: Catalog) -> Iterator[Finding]:
+    """FIT004: a layer split leaves one GPU over capacity while another has room (llama.cpp splits by
+    free memory and does not rebalance); suggest --tensor-split."""
+    p = r.placement
+    if p.strategy != "layer_split" or p.fits:
+        return
+    over = [d for d in p.devices if not d.fits]
+    room = [d for d in p.devices if d.free_bytes > 0]
+    if over and room and sum(d.free_bytes for d in p.devices) >= 0:
+        yield Finding("FIT004", "warning",
+                      f"{', '.join(d.device for d in over)} overflows while {', '.join(d.device for d in room)} "
+                      f"has room: llama.cpp splits by free memory; set --tensor-split by hand to rebalance.")
+
+
+def ctx001_capped(r: Report, c: Catalog) -> Iterator[Finding]:
+    """CTX001: the asked context exceeds the model's maximum: it was capped."""
+    if r.options.ctx and r.options.ctx > r.model.max_context:
+        yield Finding("CTX001", "warning",
+                      f"--ctx {r.options.ctx} is beyond {r.model.name}'s maximum of {r.model.max_context}; "
+                      f"using {r.model.max_context}.")
+
+
+def ctx002_context_limited(r: Report, c: Catalog) -> Iterator[Finding]:
+    """CTX002: it fits, but not at the model's full context: say the most that fits."""
+    if r.runs and not r.fits and r.max_context_tokens:
+        yield Finding("CTX002", "info",
+                      f"it would fit fully on the GPUs at up to {ktok(r.max_context_tokens)} tokens of context.")
+
+
+def qnt001_chosen(r: Report, c: Catalog) -> Iterator[Finding]:
+    """QNT001: say which quantization the advisor chose when none was given, and why."""
+    if not r.quant_chosen:
+        return
+    if r.fits:
+        msg = f"{r.quant.id} is the best-quality quantization that fits fully (no --quant given)"
+    else:
+        msg = f"no quantization fits fully; showing {r.quant.id}, the common download (no --quant given)"
+    yield Finding("QNT001", "info", msg + ".")
+
+
+def qnt002_steep_loss(r: Report, c: Catalog) -> Iterator[Finding]:
+    """QNT002: below the quants where quality loss climbs steeply (KL divergence over the rulebook's
+    threshold on Llama 3.1 8B), warn."""
+    steep = float(c.rules["memory"]["selection"]["steep_kld"])
+    if r.quant.kld is not None and r.quant.kld >= steep:
+        yield Finding("QNT002", "warning",
+                      f"{r.quant.id} loses noticeable quality (KL divergence {r.quant.kld:.3f} vs 16-bit on "
+                      f"Llama 3.1 8B; steep above {steep}); prefer Q4_K_M or better where it fits.")
+
+
+def kv001_quantized_kv(r: Report, c: Catalog) -> Iterator[Finding]:
+    """KV001: the context does not fit with f16 KV but would with q8_0: suggest it."""
+    if r.fits or r.options.kv_type != "f16" or "q8_0" not in r.runtime.kv_types or not r.runs:
+        return
+    from dataclasses import replace as _r
+
+    from advisor.engine.placement import Placer
+
+    p = Placer(r.model, r.quant, r.runtime, r.rig, _r(r.options, kv_type="q8_0"), c.rules)
+    if p.at(r.context_tokens).fits:
+        yield Finding("KV001", "info", f"with --kv-cache q8_0 the KV cache halves and {r.quant.id} at "
+                                       f"{ktok(r.context_tokens)} context fits fully.")
+
+
+def mem001_apple_limit(r: Report, c: Catalog) -> Iterator[Finding]:
+    """MEM001: on Apple silicon the GPU may use only part of unified memory; say how to raise it."""
+    if r.rig.gpus and r.rig.gpus[0].spec.vendor == "apple":
+        cap = r.placement.devices[0].capacity_bytes if r.placement.devices else 0
+        yield Finding("MEM001", "info",
+                      f"macOS lets the GPU wire {gib(cap)} of {gib(r.rig.gpus[0].capacity_bytes)} unified memory; "
+                      f"`sudo sysctl iogpu.wired_limit_mb=N` raises it.")
+
+
+def mem002_free_memory(r: Report, c: Catalog) -> Iterator[Finding]:
+    """MEM002: planning with memory free at detection time (a desktop holds some), not the total."""
+    free = [g for g in r.rig.gpus if g.capacity_basis == "free"]
+    if free:
+        held = sum(g.spec.vram_bytes - g.capacity_bytes for g in free)
+        yield Finding("MEM002", "info",
+                      f"planned with the memory free now ({gib(held)} held by other processes); "
+                      f"--empty plans for idle GPUs.")
+
+
+def tp001_divisibility(r: Report, c: Catalog) -> Iterator[Finding]:
+    """TP001: tensor parallel was refused (head counts do not divide by the GPU count)."""
+    if r.placement.strategy == "none" and "divide" in r.placement.problem:
+        yield Finding("TP001", "error", r.placement.problem + "; use a GPU count that divides them, or --split layer.")
+
+
+def nvl001_verdict(r: Report, c: Catalog) -> Iterator[Finding]:
+    """NVL001: the interconnect verdict in one line, with what would change it."""
+    i = r.interconnect
+    if i.nvlink == "not_applicable":
+        return
+    sev = {"not_needed": "info", "helps": "info", "needed": "warning"}[i.nvlink]
+    yield Finding("NVL001", sev, i.summary)
+
+
+def nvl002_split_mode(r: Report, c: Catalog) -> Iterator[Finding]:
+    """NVL002: tensor parallel over a host-staged PCIe link pays the all-reduce latency every layer;
+    for one stream, layer split is usually as fast and needs no fast link."""
+    i = r.interconnect
+    if r.placement.strategy == "tensor_parallel" and i.details and "host" in i.details[0][1] and \
+            r.options.concurrency == 1:
+        yield Finding("NVL002", "info",
+                      "tensor parallel without P2P stages every all-reduce through host memory; for one user "
+                      "`--split layer` (llama.cpp -sm layer) needs no fast link.")
+
+
+def nvl003_slot(r: Report, c: Catalog) -> Iterator[Finding]:
+    """NVL003: a GPU whose installed link is narrower or older than the card's own maximum."""
+    for g in r.rig.gpus:
+        if g.pcie_gen and g.spec.pcie_gen and g.pcie_lanes and g.spec.pcie_lanes and \
+                (g.pcie_gen < g.spec.pcie_gen or g.pcie_lanes < g.spec.pcie_lanes):
+            matters = "matters for tensor parallel and offload" if len(r.rig.gpus) > 1 or not r.fits \
+                else "barely matters once the model is loaded"
+            yield Finding("NVL003", "info",
+                          f"{g.label} runs at PCIe {g.pcie_gen}.0 x{g.pcie_lanes} (the card supports "
+                          f"{g.spec.pcie_gen}.0 x{g.spec.pcie_lanes}); this {matters}.")
+
+
+RULES: tuple[Rule, ...] = (
+    fit001_fits, fit002_does_not_fit, fit003_cpu_only, fit004_uneven_split, ctx001_capped,
+    ctx002_context_limited, qnt001_chosen, qnt002_steep_loss, kv001_quantized_kv, mem001_apple_limit,
+    mem002_free_memory, tp001_divisibility, nvl001_verdict, nvl002_split_mode, nvl003_slot,
+)
+
+
+def run_rules(report: Report, catalog: Catalog) -> tuple[Finding, ...]:
+    return tuple(f for rule in RULES for f in rule(report, catalog))

@@ -1,0 +1,92 @@
+"""Is PCIe good enough, and would NVLink pay? Link model x traffic model, per workload.
+
+Links: each GPU pair is NVLink (bridge or switch), PCIe peer-to-peer, or PCIe staged through host
+memory (GeForce 40/50 on the stock driver), at the slower of the two GPUs' host links.
+Traffic: layer split moves one hidden vector per token per boundary; tensor parallel does two
+all-reduces per layer per token (latency-bound at decode, bandwidth-bound at prefill and under
+concurrency). The verdict compares the same workload with the GPUs' NVLink (where they have one,
+else a generic NVLink 3 bridge) against the rig as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from advisor.catalog.types import ModelSpec
+from advisor.engine.placement import Placement
+from advisor.engine.rig import Rig
+from advisor.engine.speed import pcie_gb_s
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    kind: str
+    """`nvlink`, `pcie_p2p`, `pcie_host` or `network`."""
+    gb_s: float
+    """Achievable bandwidth one direction, GB/s."""
+    latency_us: float
+    """Latency of one small all-reduce or copy over this link, microseconds."""
+    label: str
+    """In words, e.g. `PCIe 4.0 x8, host-staged (no P2P)`."""
+
+
+def gpu_link(rig: Rig, a: int, b: int, rules: dict, force_nvlink: bool = False) -> Link:
+    """The link between GPUs a and b (force_nvlink: as if they were NVLink-joined)."""
+    ic = rules["interconnect"]
+    ga, gb = rig.gpus[a], rig.gpus[b]
+    if force_nvlink or rig.nvlinked(a, b):
+        nv = [g.spec.nvlink.gb_s for g in (ga, gb) if g.spec.nvlink] or [112.5]
+        bw = min(nv) / 2 * float(ic["nvlink"]["efficiency"])
+        return Link("nvlink", bw, float(ic["allreduce"]["latency_us"]["nvlink"]), f"NVLink ({min(nv):g} GB/s)")
+    gen = min(g.pcie_gen or g.spec.pcie_gen or 3 for g in (ga, gb))
+    lanes = min(g.pcie_lanes or g.spec.pcie_lanes or 16 for g in (ga, gb))
+    bw = pcie_gb_s(gen, lanes, rules)
+    p2p = rig.p2p if rig.p2p is not None else (ga.spec.pcie_p2p and gb.spec.pcie_p2p)
+    if p2p:
+        return Link("pcie_p2p", bw, float(ic["allreduce"]["latency_us"]["pcie_p2p"]),
+                    f"PCIe {gen}.0 x{lanes}, peer-to-peer")
+    # Host-staged: each transfer crosses the host link twice.
+    return Link("pcie_host", bw / 2, float(ic["allreduce"]["latency_us"]["pcie_host"]),
+                f"PCIe {gen}.0 x{lanes}, staged through host memory (no P2P)")
+
+
+def slowest_link(rig: Rig, devices: list[int], rules: dict, force_nvlink: bool = False) -> Link | None:
+    links = [gpu_link(rig, a, b, rules, force_nvlink) for i, a in enumerate(devices) for b in devices[i + 1:]]
+    if not links:
+        return None
+    return min(links, key=lambda l: (l.gb_s, -l.latency_us))
+
+
+@dataclass(frozen=True, slots=True)
+class LinkTimes:
+    decode_s: float
+    prefill_s: float
+    link: Link
+
+
+def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime_id: str, rules: dict,
+               prompt_tokens: int, streams: int, force_nvlink: bool = False) -> LinkTimes | None:
+    """Seconds per decode step and per prompt spent on GPU-to-GPU links."""
+    used = [i for i, d in enumerate(placement.devices) if d.total_bytes > 0]
+    if len(used) < 2:
+        return None
+    link = slowest_link(rig, used, rules, force_nvlink)
+    assert link is not None
+    ic = rules["interconnect"]
+    h = model.hidden_size
+    if placement.strategy == "tensor_parallel":
+        n = len(used)
+        ring = 2 * (n - 1) / n
+        per_ar = link.latency_us * 1e-6
+        if runtime_id in ("llama.cpp", "ollama"):
+            per_ar = max(per_ar, float(ic["allreduce"]["llama_cpp_row_sync_us"]) * 1e-6
+                         if link.kind != "nvlink" else per_ar)
+        count = 2 * model.layers
+        decode = count * (per_ar + ring * h * 2 * streams / (link.gb_s * 1e9))
+        prefill = count * (per_ar + ring * h * 2 * prompt_tokens / (link.gb_s * 1e9))
+    else:
+        boundaries = len(used) - 1
+        copy = float(ic["pcie"]["copy_latency_us"]["p2p" if link.kind in ("nvlink", "pcie_p2p") else "host_staged"])
+        decode = boundaries * (copy * 1e-6 + h * 4 * streams / (link.gb_s * 1e9))
+        prefill = boundaries * (copy * 1e-6 + h * 4 * prompt_tokens / (link.gb_s * 1e9))
+    return LinkTimes(decode, prefill, link)

@@ -1,0 +1,149 @@
+"""Where every byte goes: weights per layer, KV cache per layer, runtime buffers per GPU.
+
+Pure arithmetic over catalog entries and the rulebook. Exact where the architecture makes it
+exact (KV cache, F16 weights); whole-model bits per weight for quantized catalog models.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from advisor.catalog.types import GIB, ModelSpec, QuantSpec, RuntimeSpec
+
+MIB = 1024**2
+
+
+@dataclass(frozen=True, slots=True)
+class WeightsLayout:
+    """A model's weights at one quantization, cut where the runtimes cut them."""
+
+    total_bytes: int
+    """All weights, as in the model file."""
+    embed_bytes: int
+    """Token-embedding matrix (input layer)."""
+    output_bytes: int
+    """Output head on its device (the embedding matrix again when tied: llama.cpp duplicates it)."""
+    layer_bytes: tuple[int, ...]
+    """Each repeating layer's weights (attention, norms, MLP or experts)."""
+    expert_bytes: tuple[int, ...]
+    """Each layer's routed-expert weights (0 for dense layers): what MoE offload moves to RAM."""
+
+    @property
+    def gpu_resident_total(self) -> int:
+        """Bytes on GPUs when the input embedding stays on the host (llama.cpp)."""
+        return sum(self.layer_bytes) + self.output_bytes
+
+
+def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
+    """Split the model's parameters into embedding, output head and per-layer shares.
+
+    Per-layer parameters come from the total minus embedding and head, so the sum is exact to the
+    catalog's parameter count. MoE layers carry their experts; leading dense layers their dense MLP.
+    """
+    bpw = quant.bits_per_weight
+    embed = model.vocab_size * model.hidden_size
+    head = 0 if model.tied_embeddings else embed
+    body = max(model.params_total - embed - head, 0)
+    n = model.layers
+    expert_params = [0] * n
+    extra = [0] * n
+    if model.is_moe:
+        per_moe = model.experts * 3 * model.hidden_size * model.moe_intermediate_size
+        dense_mlp = 3 * model.hidden_size * model.intermediate_size
+        for il in range(n):
+            if il < model.dense_layers:
+                extra[il] = dense_mlp
+            else:
+                expert_params[il] = per_moe
+                extra[il] = per_moe
+        if sum(extra) > body:  # inconsistent entry: fall back to an even split
+            expert_params = [0] * n
+            extra = [0] * n
+    shared = (body - sum(extra)) / n
+    to_bytes = lambda p: int(round(p * bpw / 8))  # noqa: E731
+    layer_bytes = tuple(to_bytes(shared + extra[il]) for il in range(n))
+    return WeightsLayout(
+        total_bytes=to_bytes(model.params_total),
+        embed_bytes=to_bytes(embed),
+        output_bytes=to_bytes(embed),
+        layer_bytes=layer_bytes,
+        expert_bytes=tuple(to_bytes(p) for p in expert_params),
+    )
+
+
+def kv_cells(ctx: int, runtime: RuntimeSpec, rules: dict) -> int:
+    """KV cache length the runtime allocates for a context of `ctx` tokens."""
+    if runtime.id in ("llama.cpp", "ollama"):
+        pad = int(rules["memory"]["kv_cache"]["llama_cpp_ctx_pad"])
+        return int(math.ceil(ctx / pad) * pad)
+    return ctx
+
+
+def kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, kv_type: str, rules: dict, sequences: int = 1) -> tuple[int, ...]:
+    """KV cache bytes of each layer for `ctx_cells` tokens in each of `sequences` streams.
+
+    Standard attention caches K and V: 2 x kv_heads x head_dim per token (grouped-query attention
+    shrinks kv_heads). Multi-head latent attention caches one compressed latent of kv_lora_rank +
+    qk_rope_head_dim per token (V is read from the same latent). Sliding-window layers hold at most
+    the window.
+    """
+    elem = float(rules["memory"]["kv_cache"]["bytes_per_element"][kv_type])
+    if model.is_mla:
+        per_token = (model.kv_lora_rank + model.qk_rope_head_dim) * elem
+    else:
+        per_token = 2 * model.kv_heads * model.head_dim * elem
+    out = []
+    for il in range(model.layers):
+        cells = ctx_cells
+        if model.sliding_window and _is_swa_layer(model, il):
+            cells = min(ctx_cells, model.sliding_window)
+        out.append(int(round(per_token * cells * sequences)))
+    return tuple(out)
+
+
+def _is_swa_layer(model: ModelSpec, il: int) -> bool:
+    """Spread the sliding-window layers evenly (their exact position does not change totals)."""
+    if model.sliding_window_layers >= model.layers:
+        return True
+    if model.sliding_window_layers <= 0:
+        return False
+    # layer il is global when it completes a group: e.g. Gemma 3's 5 local : 1 global.
+    ratio = model.layers / (model.layers - model.sliding_window_layers)
+    return int((il + 1) / ratio) == int(il / ratio)
+
+
+def compute_buffer_bytes(
+    model: ModelSpec,
+    runtime: RuntimeSpec,
+    ctx_cells: int,
+    *,
+    holds_output: bool,
+    flash_attention: bool,
+    heads_on_device: int | None = None,
+) -> int:
+    """A runtime's compute (scratch) buffer on one GPU.
+
+    The buffer is sized for the largest step of one micro-batch: the output logits (vocab x ubatch
+    f32) on the GPU that holds the output head, or, without flash attention, the attention score
+    matrix and its softmax (2 x heads x ctx x ubatch f32). The hidden-state activations of the
+    micro-batch add a few (hidden + MLP width) x ubatch f32 tensors.
+    """
+    ub = min(runtime.ubatch, max(ctx_cells, 1))
+    heads = model.attention_heads if heads_on_device is None else heads_on_device
+    logits = model.vocab_size * ub * 4 if holds_output else 0
+    scores = 0 if flash_attention else 2 * heads * ctx_cells * ub * 4
+    width = model.moe_intermediate_size * max(model.experts_active, 1) if model.is_moe else model.intermediate_size
+    hidden = (3 * model.hidden_size + 2 * width) * ub * 4
+    return int(runtime.compute_fixed_mib * MIB) + max(logits, scores) + hidden
+
+
+def context_bytes(runtime: RuntimeSpec) -> int:
+    return int(runtime.context_mib * MIB)
+
+
+def apple_working_set(vram_bytes: int, rules: dict) -> int:
+    """Metal's recommendedMaxWorkingSetSize for a Mac with this much unified memory."""
+    apple = rules["memory"]["apple"]
+    small = vram_bytes <= apple["small_max_gib"] * GIB
+    return int(vram_bytes * (apple["small_fraction"] if small else apple["large_fraction"]))

@@ -1,0 +1,42 @@
+"""What the user asked for, besides the model and the rig."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+RUNTIMES = ("llama.cpp", "ollama", "vllm", "exllamav2", "mlx", "transformers")
+KV_TYPES = ("f16", "q8_0", "q4_0")
+SPLITS = ("layer", "tensor")
+WORKLOADS = ("inference", "lora", "qlora", "full-finetune")
+DEFAULT_CTX = 8192
+DEFAULT_PROMPT_TOKENS = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """The model options of the contract (`--quant`, `--ctx`, ...), with their defaults."""
+
+    quant: str | None = None
+    """Quantization id; None: the best quality that fits."""
+    ctx: int | None = None
+    """Context tokens to allocate KV cache for; None: 8192 capped at the model's maximum."""
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS
+    """Prompt length for the prefill estimate."""
+    kv_type: str = "f16"
+    """KV cache type."""
+    runtime: str = "llama.cpp"
+    """Inference runtime."""
+    split: str | None = None
+    """`layer` or `tensor`; None: the runtime's default."""
+    concurrency: int = 1
+    """Sequences decoded at once."""
+    workload: str = "inference"
+    """`inference`, `lora`, `qlora` or `full-finetune`."""
+    flash_attention: bool = True
+    """Flash attention on (llama.cpp's default `-fa auto` where the GPU supports it)."""
+    batch_size: int = 1
+    """Training: sequences per GPU per step."""
+    seq_len: int = 2048
+    """Training: tokens per sequence."""
+    gradient_checkpointing: bool = True
+    """Training: recompute activations in the backward pass instead of storing them."""

@@ -1,0 +1,325 @@
+"""Put a model on a rig the way the runtime would: one GPU, layer split, tensor parallel, offload.
+
+Layer split follows llama.cpp's `llama_model::load_tensors`: the split points are the GPUs'
+cumulative share of (free) memory, computed in float32, and repeating layer `il` of `n_layer`
+(plus the output layer as layer `n_layer`) goes to the first GPU whose split point exceeds
+`il / (n_layer + 1)`. Each GPU holds its layers' weights and KV cache and its own buffers; the
+input embedding stays in host RAM.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from advisor.catalog.types import GIB, ModelSpec, QuantSpec, RuntimeSpec
+from advisor.engine import memory as mem
+from advisor.engine.options import Options
+from advisor.engine.rig import Rig
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceUse:
+    """What one device holds."""
+
+    device: str
+    """`gpu0`, `gpu1`, ... or `cpu`."""
+    name: str
+    weights_bytes: int
+    kv_cache_bytes: int
+    overhead_bytes: int
+    capacity_bytes: int
+    """What the advisor lets this device hold (usable memory after the runtime's/OS's limits)."""
+    layers: int = 0
+    """Repeating layers whose weights sit here."""
+    holds_output: bool = False
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.kv_cache_bytes + self.overhead_bytes
+
+    @property
+    def free_bytes(self) -> int:
+        return self.capacity_bytes - self.total_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    strategy: str
+    """`single_gpu`, `layer_split`, `tensor_parallel`, `cpu_offload`, `moe_offload`, `cpu_only` or `none`."""
+    devices: tuple[DeviceUse, ...]
+    """GPUs, in order."""
+    host: DeviceUse
+    """System RAM: the embedding (llama.cpp), offloaded layers or experts and their KV cache."""
+    fits: bool
+    """Everything that should be on GPUs is, within each GPU's capacity."""
+    runs: bool
+    """It runs at all (possibly with offload)."""
+    gpu_layers: int
+    """Repeating layers on GPUs."""
+    cpu_expert_layers: int = 0
+    """MoE layers whose routed experts sit in system RAM."""
+    problem: str = ""
+    """Why it does not run or fit, in words."""
+
+    @property
+    def offloaded_bytes(self) -> int:
+        return self.host.weights_bytes
+
+    @property
+    def gpu_total_bytes(self) -> int:
+        return sum(d.total_bytes for d in self.devices)
+
+
+def f32(x: float) -> float:
+    """Round to float32, as llama.cpp's split arithmetic does."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def llama_cpp_split_points(capacities: list[int]) -> list[float]:
+    """Cumulative, normalised split points, computed in float32 like llama.cpp."""
+    points: list[float] = []
+    total = 0.0
+    for cap in capacities:
+        total = f32(total + f32(float(cap)))
+        points.append(total)
+    return [f32(p / total) for p in points]
+
+
+def llama_cpp_layer_devices(n_layer: int, n_gpu_layers: int, capacities: list[int]) -> list[int]:
+    """Device of each layer 0..n_layer (the last is the output layer); -1 is the CPU."""
+    points = llama_cpp_split_points(capacities)
+    start = max(n_layer - n_gpu_layers, 0)
+    active = min(n_gpu_layers, n_layer + 1)
+    out = []
+    for il in range(n_layer + 1):
+        if il < start or il - start >= active:
+            out.append(-1)
+        else:
+            out.append(min(bisect_right(points, f32(f32(il - start) / active)), len(capacities) - 1))
+    return out
+
+
+def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: dict) -> list[int]:
+    """Per GPU: the memory the runtime may use."""
+    caps = []
+    for g in rig.gpus:
+        cap = g.capacity_bytes
+        if g.spec.unified_memory:
+            if g.spec.vendor == "apple":
+                cap = mem.apple_working_set(cap, rules)
+            else:
+                uni = rules["memory"]["unified"]
+                reserve = uni["os_reserve_gib"].get(g.spec.id, uni["default_os_reserve_gib"])
+                cap = max(cap - int(reserve * GIB), 0)
+        if runtime.gpu_memory_utilization:
+            cap = int(cap * runtime.gpu_memory_utilization)
+        caps.append(cap)
+    return caps
+
+
+def host_capacity(rig: Rig, rules: dict) -> int:
+    reserve = int(rules["memory"]["host"]["os_reserve_gib"] * GIB)
+    if rig.unified:
+        # Unified memory: what the GPU holds comes out of the same RAM.
+        return max(rig.ram_bytes - reserve, 0)
+    return max(rig.ram_bytes - reserve, 0)
+
+
+class Placer:
+    """Places one (model, quant, runtime, options) on one rig; `at(ctx)` gives the placement."""
+
+    def __init__(self, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec, rig: Rig,
+                 options: Options, rules: dict) -> None:
+        self.model, self.quant, self.runtime, self.rig = model, quant, runtime, rig
+        self.options, self.rules = options, rules
+        self.layout = mem.weights_layout(model, quant)
+        self.caps = usable_capacity(rig, runtime, rules)
+        self.host_cap = host_capacity(rig, rules)
+        self.split = options.split or runtime.default_split
+        self.embed_on_host = runtime.embeddings_on_host and not rig.unified
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _kv(self, ctx: int) -> tuple[int, ...]:
+        cells = mem.kv_cells(ctx, self.runtime, self.rules)
+        return mem.kv_bytes_per_layer(self.model, cells, self.options.kv_type, self.rules,
+                                      self.options.concurrency)
+
+    def _overhead(self, ctx: int, holds_output: bool, heads: int | None = None) -> int:
+        cells = mem.kv_cells(ctx, self.runtime, self.rules) * self.options.concurrency
+        return mem.context_bytes(self.runtime) + mem.compute_buffer_bytes(
+            self.model, self.runtime, cells, holds_output=holds_output,
+            flash_attention=self.options.flash_attention, heads_on_device=heads)
+
+    def _host(self, weights: int, kv: int, layers: int) -> DeviceUse:
+        return DeviceUse("cpu", self.rig.cpu or "system RAM", weights, kv, 0, self.host_cap, layers)
+
+    # -- strategies ------------------------------------------------------------------------------
+    def at(self, ctx: int) -> Placement:
+        if self.rig.is_cpu_only:
+            return self._cpu_only(ctx)
+        if len(self.rig.gpus) > 1 and self.split == "tensor":
+            placement = self._tensor_parallel(ctx)
+        else:
+            placement = self._layers(ctx, self.model.layers + 1)
+        if placement.fits or placement.problem:
+            return placement
+        return self._offload(ctx)
+
+    def _cpu_only(self, ctx: int) -> Placement:
+        kv = sum(self._kv(ctx))
+        host = DeviceUse("cpu", self.rig.cpu or "system RAM", self.layout.total_bytes, kv,
+                         self._overhead(ctx, True) - mem.context_bytes(self.runtime), self.host_cap,
+                         self.model.layers)
+        runs = host.fits
+        return Placement("cpu_only", (), host, fits=False, runs=runs, gpu_layers=0,
+                         problem="" if runs else "the weights and KV cache do not fit in system RAM")
+
+    def _layers(self, ctx: int, n_gpu_layers: int, cpu_expert_layers: int = 0) -> Placement:
+        """llama.cpp layer placement with `n_gpu_layers` (n_layer + 1 = everything incl. output)."""
+        n = self.model.layers
+        kv = self._kv(ctx)
+        devs = llama_cpp_layer_devices(n, n_gpu_layers, self.caps)
+        w = [0] * len(self.caps)
+        k = [0] * len(self.caps)
+        nl = [0] * len(self.caps)
+        host_w = self.layout.embed_bytes if self.embed_on_host else 0
+        host_k = 0
+        # MoE offload: the experts of the first `cpu_expert_layers` MoE layers stay in RAM.
+        moved = 0
+        for il in range(n):
+            d = devs[il]
+            lw = self.layout.layer_bytes[il]
+            if d >= 0 and moved < cpu_expert_layers and self.layout.expert_bytes[il]:
+                host_w += self.layout.expert_bytes[il]
+                lw -= self.layout.expert_bytes[il]
+                moved += 1
+            if d < 0:
+                host_w += lw
+                host_k += kv[il]
+            else:
+                w[d] += lw
+                k[d] += kv[il]
+                nl[d] += 1
+        out_dev = devs[n]
+        if out_dev >= 0:
+            w[out_dev] += self.layout.output_bytes
+        else:
+            host_w += self.layout.output_bytes
+        if not self.embed_on_host:
+            # unified memory / runtimes that keep the embedding on the GPU: it sits with layer 0.
+            first = next((d for d in devs if d >= 0), -1)
+            if first >= 0:
+                w[first] += self.layout.embed_bytes
+            else:
+                host_w += self.layout.embed_bytes
+        used = sorted({d for d in devs if d >= 0})
+        devices = []
+        for i, g in enumerate(self.rig.gpus):
+            over = self._overhead(ctx, holds_output=(i == out_dev)) if (i in used) else 0
+            devices.append(DeviceUse(g.label, g.name or g.spec.name, w[i], k[i], over, self.caps[i], nl[i],
+                                     i == out_dev))
+        host = self._host(host_w, host_k, n - sum(nl))
+        gpu_ok = all(d.fits for d in devices)
+        full = n_gpu_layers > n and cpu_expert_layers == 0
+        if full:
+            strategy = "single_gpu" if len(used) <= 1 and len(self.caps) == 1 else "layer_split"
+        else:
+            strategy = "moe_offload" if cpu_expert_layers else "cpu_offload"
+        return Placement(strategy, tuple(devices), host, fits=gpu_ok and full and host.fits,
+                         runs=gpu_ok and host.fits, gpu_layers=sum(nl), cpu_expert_layers=moved)
+
+    def _tensor_parallel(self, ctx: int) -> Placement:
+        m, n = self.model, len(self.caps)
+        if m.attention_heads % n:
+            return self._refused(ctx, f"tensor parallel over {n} GPUs needs the {m.attention_heads} attention "
+                                      f"heads to divide by {n}")
+        if (m.kv_heads % n) and (n % m.kv_heads):
+            return self._refused(ctx, f"tensor parallel over {n} GPUs needs the {m.kv_heads} KV heads and "
+                                      f"{n} to divide one another")
+        kv_total = sum(self._kv(ctx))
+        kv_share = kv_total * max(1 / n, 1 / max(m.kv_heads, 1)) if not m.is_mla else kv_total
+        weights = self.layout.total_bytes
+        if self.runtime.id in ("llama.cpp", "ollama"):
+            # llama.cpp row split: matrices split by rows; KV cache and the rest on the main GPU.
+            total_cap = sum(self.caps)
+            shares = [weights * c / total_cap for c in self.caps]
+            kvs = [kv_total if i == 0 else 0 for i in range(n)]
+        else:
+            shares = [weights / n] * n
+            kvs = [kv_share] * n
+        devices = tuple(
+            DeviceUse(g.label, g.name or g.spec.name, int(shares[i]), int(kvs[i]),
+                      self._overhead(ctx, holds_output=True, heads=m.attention_heads // n), self.caps[i],
+                      m.layers, True)
+            for i, g in enumerate(self.rig.gpus))
+        ok = all(d.fits for d in devices)
+        return Placement("tensor_parallel", devices, self._host(0, 0, 0), fits=ok, runs=ok, gpu_layers=m.layers,
+                         problem="" if ok or self.runtime.supports_cpu_offload else
+                         f"{self.runtime.name} cannot offload to system RAM and the GPUs are too small")
+
+    def _refused(self, ctx: int, why: str) -> Placement:
+        return Placement("none", (), self._host(0, 0, 0), fits=False, runs=False, gpu_layers=0, problem=why)
+
+    def _offload(self, ctx: int) -> Placement:
+        """Keep as much on the GPUs as fits; the rest runs from system RAM (if the runtime can)."""
+        if not self.runtime.supports_cpu_offload:
+            best = self._layers(ctx, self.model.layers + 1)
+            return Placement(best.strategy, best.devices, best.host, fits=False, runs=False,
+                             gpu_layers=best.gpu_layers,
+                             problem=f"{self.runtime.name} cannot offload to system RAM and the GPUs are too small")
+        if self.model.is_moe:
+            n_moe = sum(1 for b in self.layout.expert_bytes if b)
+            lo, hi = 1, n_moe
+            best = None
+            while lo <= hi:  # fewest expert layers in RAM that lets the GPUs fit
+                mid = (lo + hi) // 2
+                p = self._layers(ctx, self.model.layers + 1, cpu_expert_layers=mid)
+                if all(d.fits for d in p.devices):
+                    best, hi = p, mid - 1
+                else:
+                    lo = mid + 1
+            if best is not None:
+                return self._runs_or_not(best)
+        lo, hi, best = 0, self.model.layers, None
+        while lo <= hi:  # most layers on the GPUs that still fit
+            mid = (lo + hi) // 2
+            p = self._layers(ctx, mid)
+            if all(d.fits for d in p.devices):
+                best, lo = p, mid + 1
+            else:
+                hi = mid - 1
+        if best is None:
+            best = self._layers(ctx, 0)
+        return self._runs_or_not(best)
+
+    def _runs_or_not(self, p: Placement) -> Placement:
+        if p.host.fits:
+            return p
+        need = p.host.total_bytes / GIB
+        have = p.host.capacity_bytes / GIB
+        return Placement(p.strategy, p.devices, p.host, fits=False, runs=False, gpu_layers=p.gpu_layers,
+                         cpu_expert_layers=p.cpu_expert_layers,
+                         problem=f"the part that does not fit on the GPUs needs {need:.1f} GiB of system RAM; "
+                                 f"{have:.1f} GiB is usable")
+
+    def max_context(self) -> int:
+        """The largest context (multiple of 256, up to the model's maximum) that still fits fully."""
+        limit = self.model.max_context
+        if not self.at(256).fits:
+            return 0
+        if self.at(limit).fits:
+            return limit
+        lo, hi = 1, limit // 256
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.at(mid * 256).fits:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo * 256

@@ -1,0 +1,105 @@
+"""The engine's answer: one frozen `Report` per (model, rig, options), rendered by `advisor.report`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
+from advisor.engine.options import Options
+from advisor.engine.placement import Placement
+from advisor.engine.rig import Rig
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One rule's verdict, in words."""
+
+    code: str
+    """Stable rule code, e.g. `FIT001`."""
+    severity: str
+    """`info`, `warning` or `error`."""
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Speed:
+    decode_tokens_per_s: float | None
+    """Single-stream decode at short context (llama-bench tg)."""
+    prefill_tokens_per_s: float | None
+    """Prompt processing of `prompt_tokens` (llama-bench pp)."""
+    decode_at_ctx_tokens_per_s: float | None
+    """Single-stream decode with the KV cache filled to the chosen context."""
+    aggregate_decode_tokens_per_s: float | None
+    """All streams together at `concurrency`."""
+    per_stream_decode_tokens_per_s: float | None
+    """Each stream at `concurrency`."""
+    basis: str
+    """How the numbers were made, in one sentence."""
+    error_band: str
+    """The usual error of this estimate on public measurements."""
+
+
+@dataclass(frozen=True, slots=True)
+class Interconnect:
+    nvlink: str
+    """`not_applicable`, `not_needed`, `helps` or `needed`."""
+    link_time_share: float
+    """Fraction of each step spent waiting on GPU-to-GPU links."""
+    nvlink_speedup: float
+    """Estimated speedup of the same workload with NVLink (>= 1.0)."""
+    summary: str
+    """Why, with the numbers."""
+    details: tuple[tuple[str, str], ...] = ()
+    """Arithmetic lines (label, value) behind the verdict."""
+
+
+@dataclass(frozen=True, slots=True)
+class Training:
+    """Memory and step time for a training workload."""
+
+    workload: str
+    strategy: str
+    per_gpu_bytes: int
+    weights_bytes: int
+    gradients_bytes: int
+    optimizer_bytes: int
+    activations_bytes: int
+    fits: bool
+    step_compute_s: float | None
+    step_comm_s: float | None
+    tokens_per_s: float | None
+    basis: str
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    model: ModelSpec
+    quant: QuantSpec
+    quant_chosen: bool
+    """The quant was chosen by the advisor (not given with --quant)."""
+    runtime: RuntimeSpec
+    split: str
+    context_tokens: int
+    options: Options
+    rig: Rig
+    placement: Placement
+    kv_cache_bytes: int
+    max_context_tokens: int
+    speed: Speed
+    interconnect: Interconnect
+    findings: tuple[Finding, ...]
+    training: Training | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.placement.fits
+
+    @property
+    def runs(self) -> bool:
+        return self.placement.runs
+
+    @property
+    def gpus(self) -> tuple[GpuSpec, ...]:
+        return tuple(g.spec for g in self.rig.gpus)

@@ -1,0 +1,76 @@
+"""What the engine evaluates: a rig of GPUs (from the catalog, a probe or a rig file) and a host.
+
+A `Rig` is plain frozen data. Probes (`advisor.probe`) and the `--gpu` parser build it; the engine
+only reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from advisor.catalog.types import GpuSpec
+
+
+@dataclass(frozen=True, slots=True)
+class RigGpu:
+    """One GPU of a rig."""
+
+    spec: GpuSpec
+    """The catalog entry (or one synthesized from what a probe measured, for unknown cards)."""
+    capacity_bytes: int
+    """Memory the advisor may plan with on this GPU: total, or free when detected and asked for."""
+    pcie_gen: int | None = None
+    """Host link generation as installed (the slot may cap the card); None when unknown/SoC."""
+    pcie_lanes: int | None = None
+    """Host link width as installed."""
+    index: int = 0
+    """Position in the rig (CUDA/NVML order)."""
+    name: str = ""
+    """Name as detected (empty: the catalog name)."""
+    capacity_basis: str = "total"
+    """`total` (the card's memory) or `free` (what was free when detected)."""
+
+    @property
+    def label(self) -> str:
+        return f"gpu{self.index}"
+
+
+@dataclass(frozen=True, slots=True)
+class Rig:
+    """GPUs, their links, and the host they sit in."""
+
+    gpus: tuple[RigGpu, ...]
+    """The GPUs, in index order; empty for a CPU-only rig."""
+    ram_bytes: int
+    """System RAM available for offload."""
+    ram_bandwidth_gb_s: float
+    """System RAM bandwidth used for offloaded layers, GB/s."""
+    ram_bandwidth_basis: str = ""
+    """Where the RAM bandwidth figure comes from."""
+    nvlink_pairs: tuple[tuple[int, int], ...] = ()
+    """GPU index pairs joined by NVLink (or an NVSwitch fabric)."""
+    p2p: bool | None = None
+    """PCIe peer-to-peer works between the GPUs (None: unknown, judged from the GPU models)."""
+    topology: tuple[tuple[str, ...], ...] | None = None
+    """`nvidia-smi topo -m` words between GPU pairs (X, NV#, PIX, PXB, PHB, NODE, SYS), if known."""
+    cpu: str = ""
+    """CPU model, if known."""
+    source: str = "flags"
+    """How the rig was made: `flags`, `nvml`, `nvidia-smi-xml`, `rig-file`, `preset`, `cpu-only`."""
+    warnings: tuple[str, ...] = field(default=())
+    """What the probe could not read, in words."""
+
+    @property
+    def nvlink(self) -> bool:
+        return bool(self.nvlink_pairs)
+
+    @property
+    def is_cpu_only(self) -> bool:
+        return not self.gpus
+
+    @property
+    def unified(self) -> bool:
+        return bool(self.gpus) and all(g.spec.unified_memory for g in self.gpus)
+
+    def nvlinked(self, a: int, b: int) -> bool:
+        return (a, b) in self.nvlink_pairs or (b, a) in self.nvlink_pairs

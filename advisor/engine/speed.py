@@ -1,0 +1,160 @@
+"""How fast: decode is memory-bound, prefill compute-bound, calibrated on public measurements.
+
+Decode time per token = for each device, the bytes it reads (its active weights plus the KV cache
+so far) over its bandwidth at the achievable fraction for its architecture and the quant kernel,
+plus a fixed cost per layer (kernel launches, synchronisation). Layer split adds the devices'
+times (they run in turn for one stream); tensor parallel takes the slowest shard plus the
+all-reduces. Offloaded weights are read at system-RAM bandwidth.
+
+Prefill time = 2 x active parameters x prompt tokens (+ attention) over the dense FP16 tensor
+throughput at the achievable fraction; offloaded weights cross PCIe once per micro-batch.
+
+The achievable fractions live in rules/speed.toml, fitted by bench/calibrate.py on
+tests/data/speed_measurements.csv; bench/accuracy.py prints the error they leave.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
+from advisor.engine import memory as mem
+from advisor.engine.placement import Placement
+from advisor.engine.rig import Rig
+
+
+@dataclass(frozen=True, slots=True)
+class StepTimes:
+    """Seconds per token (decode) or per prompt (prefill), split into where the time goes."""
+
+    gpu_s: float
+    host_s: float
+    overhead_s: float
+    link_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.gpu_s + self.host_s + self.overhead_s + self.link_s
+
+
+def backend_of(gpu: GpuSpec, runtime: RuntimeSpec) -> str:
+    if gpu.vendor == "apple":
+        return "metal"
+    if gpu.vendor == "amd":
+        return "rocm"
+    if gpu.vendor == "intel":
+        return "sycl"
+    return "cuda"
+
+
+def _lookup(table: dict, key: str, default_key: str = "default") -> float:
+    return float(table.get(key, table[default_key]))
+
+
+def decode_efficiency(gpu: GpuSpec, quant: QuantSpec, rules: dict) -> float:
+    s = rules["speed"]["decode"]
+    return _lookup(s["arch_efficiency"], gpu.arch) * _lookup(s["kernel_factor"], quant.kernel)
+
+
+def prefill_efficiency(gpu: GpuSpec, quant: QuantSpec, rules: dict) -> float:
+    s = rules["speed"]["prefill"]
+    return _lookup(s["arch_efficiency"], gpu.arch) * _lookup(s["kernel_factor"], quant.kernel)
+
+
+def active_fraction(model: ModelSpec) -> float:
+    """Share of the routed-expert weights one token reads (1 for dense models)."""
+    if not model.is_moe or not model.experts:
+        return 1.0
+    return model.experts_active / model.experts
+
+
+def _active_device_bytes(placement: Placement, layout: mem.WeightsLayout, model: ModelSpec) -> list[float]:
+    """Weights each GPU reads per token: its share of weights minus the experts a token skips."""
+    frac = active_fraction(model)
+    total_experts = sum(layout.expert_bytes)
+    total_w = sum(layout.layer_bytes) + layout.output_bytes
+    out = []
+    for d in placement.devices:
+        skipped = 0.0
+        if total_experts and total_w:
+            # experts are spread like the layers: the device's share of expert bytes is proportional.
+            skipped = d.weights_bytes * (total_experts / total_w) * (1 - frac)
+        out.append(max(d.weights_bytes - skipped, 0.0))
+    return out
+
+
+def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
+                rules: dict, kv_depth_bytes: list[int] | None = None, streams: int = 1) -> StepTimes:
+    """Seconds for one decode step of `streams` sequences (their KV reads included)."""
+    layout = mem.weights_layout(model, quant)
+    s = rules["speed"]["decode"]
+    kv = kv_depth_bytes or [0] * len(placement.devices)
+    reads = _active_device_bytes(placement, layout, model)
+    gpu_times = []
+    for i, d in enumerate(placement.devices):
+        if d.total_bytes == 0:
+            continue
+        g = rig.gpus[i].spec
+        bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
+        mem_t = (reads[i] + kv[i] * streams) / bw
+        flops = 2 * reads[i] / max(quant.bits_per_weight / 8, 1e-9) * streams
+        cmp_t = flops / (g.fp16_tflops * 1e12 * prefill_efficiency(g, quant, rules))
+        gpu_times.append(max(mem_t, cmp_t))
+    if placement.strategy == "tensor_parallel":
+        gpu_s = max(gpu_times) if gpu_times else 0.0
+    else:
+        gpu_s = sum(gpu_times)
+    host_s = 0.0
+    if placement.host.weights_bytes and placement.strategy in ("cpu_offload", "moe_offload", "cpu_only"):
+        host_active = placement.host.weights_bytes
+        if placement.strategy == "moe_offload" or (placement.strategy == "cpu_only" and model.is_moe):
+            host_active = placement.host.weights_bytes * active_fraction(model)
+        if placement.strategy != "cpu_only" and runtime.embeddings_on_host:
+            host_active -= layout.embed_bytes  # only one row of the embedding is read per token
+        host_active = max(host_active, 0)
+        host_s = host_active / (rig.ram_bandwidth_gb_s * 1e9 * float(s["cpu_efficiency"]))
+    backend = backend_of(rig.gpus[0].spec, runtime) if rig.gpus else "cpu"
+    per_layer = _lookup(s["per_layer_us"], backend) * 1e-6
+    overhead_s = model.layers * per_layer + float(s["per_token_us"]) * 1e-6
+    return StepTimes(gpu_s, host_s, overhead_s)
+
+
+def prefill_time(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
+                 rules: dict, prompt_tokens: int) -> StepTimes:
+    """Seconds to process a prompt of `prompt_tokens` tokens."""
+    s = rules["speed"]["prefill"]
+    layout = mem.weights_layout(model, quant)
+    total_w = sum(layout.layer_bytes) + layout.output_bytes
+    active_params = model.params_active - model.vocab_size * model.hidden_size  # the embedding is a lookup
+    attn_flops_per_layer = 2 * model.attention_heads * model.head_dim * prompt_tokens ** 2
+    gpu_times = []
+    for i, d in enumerate(placement.devices):
+        if d.total_bytes == 0:
+            continue
+        g = rig.gpus[i].spec
+        share = d.weights_bytes / total_w if total_w else 0.0
+        if placement.strategy == "tensor_parallel":
+            share = 1 / len(placement.devices)
+        flops = 2 * active_params * share * prompt_tokens + attn_flops_per_layer * model.layers * share
+        gpu_times.append(flops / (g.fp16_tflops * 1e12 * prefill_efficiency(g, quant, rules)))
+    gpu_s = max(gpu_times) if placement.strategy == "tensor_parallel" and gpu_times else sum(gpu_times)
+    host_s = 0.0
+    if placement.strategy == "cpu_only":
+        flops = 2 * active_params * prompt_tokens + attn_flops_per_layer * model.layers
+        host_s = flops / (float(s["cpu_gflops"]) * 1e9)
+    elif placement.host.weights_bytes:
+        # llama.cpp copies offloaded weights to the GPU for each micro-batch of a large prompt.
+        moved = placement.host.weights_bytes - (layout.embed_bytes if runtime.embeddings_on_host else 0)
+        if moved > 0 and rig.gpus:
+            g = rig.gpus[0]
+            host_s = moved * max(1, -(-prompt_tokens // runtime.ubatch)) / (pcie_gb_s(g.pcie_gen, g.pcie_lanes, rules) * 1e9)
+    backend = backend_of(rig.gpus[0].spec, runtime) if rig.gpus else "cpu"
+    overhead_s = model.layers * _lookup(s["per_layer_us"], backend) * 1e-6
+    return StepTimes(gpu_s, host_s, overhead_s)
+
+
+def pcie_gb_s(gen: int | None, lanes: int | None, rules: dict) -> float:
+    """Achievable one-direction PCIe bandwidth for a link, GB/s."""
+    table = rules["interconnect"]["pcie"]
+    per_lane = float(table["per_lane_gb_s"].get(str(gen or 3), table["per_lane_gb_s"]["3"]))
+    return per_lane * (lanes or 16) * float(table["efficiency"])

@@ -1,0 +1,120 @@
+"""One place that turns the user's rig options into a Rig: a rig file, `--gpu` flags, or detection."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from advisor.catalog.resolve import resolve
+from advisor.catalog.types import GIB, Catalog, GpuSpec
+from advisor.engine.rig import Rig, RigGpu
+from advisor.errors import AdvisorError
+from advisor.probe.flags import parse_pcie, parse_ram, rig_from_flags
+from advisor.probe.types import Detection, DetectedGpu
+
+
+def match_gpu(catalog: Catalog, name: str, vram_bytes: int | None = None) -> str | None:
+    """The catalog id of a detected GPU name (`NVIDIA GeForce RTX 3090` -> `rtx-3090`), or None.
+
+    When a name fits several entries (an `A100-SXM4` without its memory size), the detected memory
+    picks the one whose size is closest.
+    """
+    try:
+        return resolve(catalog.gpus, name, "gpu")
+    except AdvisorError as exc:
+        if vram_bytes and "ambiguous" in exc.message:
+            ids = [i for i in catalog.gpus if i in exc.message]
+            if ids:
+                return min(ids, key=lambda i: abs(catalog.gpus[i].vram_bytes - vram_bytes))
+        return None
+
+
+def _unknown_spec(gpu: DetectedGpu) -> GpuSpec:
+    slug = "-".join(gpu.name.lower().split()) or f"gpu{gpu.index}"
+    return GpuSpec(id=f"unknown:{slug}", name=gpu.name or "unknown GPU", vendor="nvidia", category="consumer",
+                   arch="unknown", vram_gib=(gpu.vram_bytes or 0) / GIB, memory_bandwidth_gb_s=0.0, fp16_tflops=0.0,
+                   power_w=gpu.power_limit_w or 0.0, sources=("detected",),
+                   pcie_gen=gpu.pcie.gen_card_max if gpu.pcie else None,
+                   notes="not in the catalog: memory as detected; speed unknown")
+
+
+def rig_from_detection(catalog: Catalog, det: Detection, empty: bool = False) -> Rig:
+    """A Rig from what a probe found; CPU-only when no GPU was readable."""
+    host = catalog.rules["memory"]["host"]
+    ram = det.system.ram_bytes or int(host["default_ram_gib"] * GIB)
+    bw = det.system.ram_bandwidth_gb_s
+    gpus = []
+    warnings = list(det.warnings)
+    for g in det.gpus:
+        if g.lost:
+            warnings.append(f"GPU {g.index} ({g.name}) was lost while it was read: left out of the rig")
+            continue
+        if g.mig:
+            warnings.append(f"GPU {g.index} ({g.name}) is in MIG mode: one process sees only its slice")
+        cid = match_gpu(catalog, g.name, g.vram_bytes)
+        spec = catalog.gpus[cid] if cid else _unknown_spec(g)
+        total = g.vram_bytes or (ram if spec.unified_memory else spec.vram_bytes)
+        if spec.unified_memory and g.vram_bytes is None:
+            spec = dataclasses.replace(spec, vram_gib=total / GIB)
+        use_free = not empty and g.vram_free_bytes is not None and not spec.unified_memory
+        cap = g.vram_free_bytes if use_free else total
+        gen = g.pcie.gen_max if g.pcie else None
+        width = g.pcie.width_max if g.pcie else None
+        gpus.append(RigGpu(spec=spec, capacity_bytes=int(cap), pcie_gen=gen or spec.pcie_gen,
+                           pcie_lanes=width or spec.pcie_lanes, index=len(gpus), name=g.name,
+                           capacity_basis="free" if use_free else "total"))
+    index_of = {g.index: i for i, g in enumerate(x for x in det.gpus if not x.lost)}
+    pairs = sorted({tuple(sorted((index_of[g.index], index_of[p]))) for g in det.gpus if not g.lost
+                    for p in g.nvlink_peers if p in index_of})
+    p2p = None
+    if det.p2p is not None and len(gpus) > 1:
+        words = {w for i, row in enumerate(det.p2p) for j, w in enumerate(row) if i != j}
+        p2p = words <= {"OK"} if words else None
+    unified = bool(gpus) and gpus[0].spec.unified_memory
+    return Rig(gpus=tuple(gpus), ram_bytes=ram, ram_bandwidth_gb_s=bw or (
+        gpus[0].spec.memory_bandwidth_gb_s if unified else float(host["default_ram_bandwidth_gb_s"])),
+        ram_bandwidth_basis=det.system.ram_bandwidth_basis if bw else "default: dual-channel DDR4 (rules/memory.toml)",
+        nvlink_pairs=tuple(pairs), p2p=p2p, topology=det.topology, cpu=det.system.cpu or "",
+        source=det.source if gpus else "cpu-only", warnings=tuple(warnings))
+
+
+def build_rig(catalog: Catalog, gpus: list[str] | None = None, nvlink: bool = False, pcie: str | None = None,
+              ram: str | None = None, rig_file: Path | None = None, empty: bool = False,
+              detection: Detection | None = None) -> Rig:
+    """The rig the user described: rig file, else --gpu flags, else the detected machine."""
+    if rig_file is not None:
+        if gpus:
+            raise AdvisorError("--rig and --gpu both describe the rig", "use one of them")
+        from advisor.probe.rigfile import load_rig
+
+        rig = load_rig(catalog, rig_file)
+        if ram is not None:
+            rig = dataclasses.replace(rig, ram_bytes=parse_ram(ram))
+        if pcie is not None:
+            gen, lanes = parse_pcie(pcie)
+            rig = dataclasses.replace(rig, gpus=tuple(dataclasses.replace(g, pcie_gen=gen, pcie_lanes=lanes)
+                                                      for g in rig.gpus))
+        return rig
+    if gpus:
+        system_ram = None
+        bw = None
+        if ram is None:
+            from advisor.probe.system import read_system
+
+            try:
+                info = read_system()
+                system_ram, bw = info.ram_bytes, info.ram_bandwidth_gb_s
+            except Exception:  # noqa: BLE001 - the default applies
+                system_ram = None
+        return rig_from_flags(catalog, gpus, nvlink=nvlink, pcie=pcie, ram=ram, default_ram_bytes=system_ram,
+                              ram_bandwidth_gb_s=bw)
+    if nvlink or pcie:
+        raise AdvisorError("--nvlink and --pcie describe GPUs given with --gpu", "add --gpu SPEC")
+    if detection is None:
+        from advisor.probe import detect
+
+        detection = detect()
+    rig = rig_from_detection(catalog, detection, empty=empty)
+    if ram is not None:
+        rig = dataclasses.replace(rig, ram_bytes=parse_ram(ram))
+    return rig

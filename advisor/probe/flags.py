@@ -1,0 +1,90 @@
+"""Rigs described on the command line (`--gpu 2xrtx-3090 --nvlink --pcie 4x8 --ram 64`)."""
+
+from __future__ import annotations
+
+import re
+
+from advisor.catalog.resolve import parse_gpu_spec
+from advisor.catalog.types import GIB, Catalog, GpuSpec
+from advisor.engine.rig import Rig, RigGpu
+from advisor.errors import AdvisorError
+
+_PCIE = re.compile(r"^\s*(?:gen)?([1-6])\s*[x×]\s*(1|2|4|8|16)\s*$", re.IGNORECASE)
+MAX_RAM_GB = 64 * 1024
+
+
+def parse_pcie(text: str) -> tuple[int, int]:
+    """`4x16` -> (4, 16): PCIe generation and lanes."""
+    m = _PCIE.match(text)
+    if not m:
+        raise AdvisorError(f"--pcie {text!r} is not GENxWIDTH", "e.g. 4x16, 4x8, 3x4, 3x1 (riser)")
+    return int(m.group(1)), int(m.group(2))
+
+
+def parse_ram(text: str | float) -> int:
+    """`64` (GB of RAM, as the sticker says: GiB in practice) -> bytes."""
+    try:
+        gb = float(text)
+    except (TypeError, ValueError):
+        raise AdvisorError(f"--ram {text!r} is not a number of GB", "e.g. --ram 64") from None
+    if not 0 < gb <= MAX_RAM_GB or gb != gb:
+        raise AdvisorError(f"--ram {text!r} is out of range", f"use more than 0 and at most {MAX_RAM_GB} GB")
+    return int(gb * GIB)
+
+
+def nvlink_pairs(specs: list[GpuSpec]) -> tuple[tuple[int, int], ...]:
+    """NVLink pairs as the hardware allows: bridges join neighbours two by two (or up to max_gpus
+    for bridge sets), switch/mesh parts join all in groups of max_gpus."""
+    for s in specs:
+        if s.nvlink is None:
+            raise AdvisorError(f"--nvlink: the {s.name} has no NVLink",
+                               "drop --nvlink; GPUs without NVLink talk over PCIe")
+    pairs = []
+    n = len(specs)
+    i = 0
+    while i < n:
+        group = specs[i].nvlink.max_gpus if specs[i].nvlink else 1
+        members = list(range(i, min(i + group, n)))
+        # a bridge only joins identical cards
+        members = [m for m in members if specs[m].id == specs[i].id]
+        pairs += [(a, b) for k, a in enumerate(members) for b in members[k + 1:]]
+        i = members[-1] + 1
+    return tuple(pairs)
+
+
+def rig_from_flags(catalog: Catalog, gpus: list[str], nvlink: bool = False, pcie: str | None = None,
+                   ram: str | float | None = None, default_ram_bytes: int | None = None,
+                   ram_bandwidth_gb_s: float | None = None) -> Rig:
+    specs: list[GpuSpec] = []
+    for spec in gpus:
+        count, gid = parse_gpu_spec(catalog.gpus, spec)
+        specs += [catalog.gpus[gid]] * count
+    if len(specs) > 64:
+        raise AdvisorError(f"{len(specs)} GPUs is more than one rig holds", "use at most 64")
+    gen, lanes = parse_pcie(pcie) if pcie else (None, None)
+    if pcie and any(s.unified_memory for s in specs):
+        raise AdvisorError("--pcie does not apply to unified-memory machines")
+    if len({s.unified_memory for s in specs}) > 1 or (specs and specs[0].unified_memory and len(specs) > 1):
+        raise AdvisorError("a unified-memory machine cannot share a rig with other GPUs",
+                           "describe one machine per rig (several Macs: use a rig file with nodes)")
+    rig_gpus = tuple(
+        RigGpu(spec=s, capacity_bytes=s.vram_bytes, pcie_gen=gen or s.pcie_gen, pcie_lanes=lanes or s.pcie_lanes,
+               index=i)
+        for i, s in enumerate(specs))
+    implicit = all(s.nvlink is not None and s.nvlink.topology in ("switch", "mesh") for s in specs) and len(specs) > 1
+    pairs = nvlink_pairs(specs) if (nvlink or implicit) and len(specs) > 1 else ()
+    if specs and specs[0].unified_memory:
+        ram_bytes = specs[0].vram_bytes  # the unified memory is the RAM
+    elif ram is not None:
+        ram_bytes = parse_ram(ram)
+    else:
+        ram_bytes = default_ram_bytes or int(catalog.rules["memory"]["host"]["default_ram_gib"] * GIB)
+    host = catalog.rules["memory"]["host"]
+    if specs and specs[0].unified_memory:
+        bw, basis = specs[0].memory_bandwidth_gb_s, f"{specs[0].name} unified memory"
+    elif ram_bandwidth_gb_s:
+        bw, basis = ram_bandwidth_gb_s, "measured or given"
+    else:
+        bw, basis = float(host["default_ram_bandwidth_gb_s"]), "default: dual-channel DDR4 (rules/memory.toml)"
+    return Rig(gpus=rig_gpus, ram_bytes=ram_bytes, ram_bandwidth_gb_s=bw, ram_bandwidth_basis=basis,
+               nvlink_pairs=pairs, source="flags" if specs else "cpu-only")

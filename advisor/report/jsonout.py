@@ -1,0 +1,90 @@
+"""A Report as the contract's JSON object (sizes in integer bytes, rates as floats)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor.engine.result import SCHEMA_VERSION, Report
+
+
+def check_json(r: Report) -> dict[str, Any]:
+    p = r.placement
+    mem_w = sum(d.weights_bytes for d in p.devices) + p.host.weights_bytes
+    mem_kv = sum(d.kv_cache_bytes for d in p.devices) + p.host.kv_cache_bytes
+    mem_o = sum(d.overhead_bytes for d in p.devices) + p.host.overhead_bytes
+    out: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "model": {"id": r.model.id, "name": r.model.name, "params_total": r.model.params_total,
+                  "params_active": r.model.params_active},
+        "quant": r.quant.id,
+        "quant_chosen_by_advisor": r.quant_chosen,
+        "runtime": r.runtime.id,
+        "split": r.split,
+        "context_tokens": r.context_tokens,
+        "kv_cache_type": r.options.kv_type,
+        "concurrency": r.options.concurrency,
+        "rig": rig_json(r),
+        "fits": r.fits,
+        "runs": r.runs,
+        "placement": {
+            "strategy": p.strategy,
+            "devices": [
+                {"device": d.device, "name": d.name, "weights_bytes": d.weights_bytes,
+                 "kv_cache_bytes": d.kv_cache_bytes, "overhead_bytes": d.overhead_bytes,
+                 "total_bytes": d.total_bytes, "capacity_bytes": d.capacity_bytes, "layers": d.layers,
+                 "holds_output": d.holds_output}
+                for d in p.devices
+            ],
+            "offloaded_bytes": p.offloaded_bytes,
+            "host": {"weights_bytes": p.host.weights_bytes, "kv_cache_bytes": p.host.kv_cache_bytes,
+                     "total_bytes": p.host.total_bytes, "capacity_bytes": p.host.capacity_bytes},
+            "gpu_layers": p.gpu_layers,
+            "cpu_expert_layers": p.cpu_expert_layers,
+            "problem": p.problem or None,
+        },
+        "memory": {"weights_bytes": mem_w, "kv_cache_bytes": mem_kv, "overhead_bytes": mem_o,
+                   "total_bytes": mem_w + mem_kv + mem_o},
+        "max_context_tokens": r.max_context_tokens,
+        "speed": {
+            "decode_tokens_per_s": r.speed.decode_tokens_per_s,
+            "prefill_tokens_per_s": r.speed.prefill_tokens_per_s,
+            "prompt_tokens": r.options.prompt_tokens,
+            "decode_at_context_tokens_per_s": r.speed.decode_at_ctx_tokens_per_s,
+            "aggregate_decode_tokens_per_s": r.speed.aggregate_decode_tokens_per_s,
+            "per_stream_decode_tokens_per_s": r.speed.per_stream_decode_tokens_per_s,
+            "basis": r.speed.basis,
+            "error_band": r.speed.error_band,
+        },
+        "interconnect": {
+            "nvlink": r.interconnect.nvlink,
+            "link_time_share": r.interconnect.link_time_share,
+            "nvlink_speedup": r.interconnect.nvlink_speedup,
+            "summary": r.interconnect.summary,
+            "details": {k: v for k, v in r.interconnect.details},
+        },
+        "findings": [{"code": f.code, "severity": f.severity, "message": f.message} for f in r.findings],
+    }
+    if r.training is not None:
+        t = r.training
+        out["training"] = {
+            "workload": t.workload, "strategy": t.strategy, "per_gpu_bytes": t.per_gpu_bytes,
+            "weights_bytes": t.weights_bytes, "gradients_bytes": t.gradients_bytes,
+            "optimizer_bytes": t.optimizer_bytes, "activations_bytes": t.activations_bytes, "fits": t.fits,
+            "step_compute_s": t.step_compute_s, "step_comm_s": t.step_comm_s, "tokens_per_s": t.tokens_per_s,
+            "basis": t.basis,
+        }
+    return out
+
+
+def rig_json(r: Report) -> dict[str, Any]:
+    rig = r.rig
+    return {
+        "gpus": [{"id": g.spec.id, "name": g.name or g.spec.name, "vram_bytes": g.spec.vram_bytes,
+                  "capacity_bytes": g.capacity_bytes, "pcie_gen": g.pcie_gen, "pcie_lanes": g.pcie_lanes}
+                 for g in rig.gpus],
+        "ram_bytes": rig.ram_bytes,
+        "ram_bandwidth_gb_s": rig.ram_bandwidth_gb_s,
+        "nvlink": rig.nvlink,
+        "nvlink_pairs": [list(p) for p in rig.nvlink_pairs],
+        "source": rig.source,
+    }

@@ -1,0 +1,149 @@
+"""A Report as text for a terminal, or as markdown: one document model, two formatters."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from advisor.catalog.types import GIB
+from advisor.engine.result import Report
+
+STRATEGY_WORDS = {
+    "single_gpu": "one GPU", "layer_split": "layer split across GPUs", "tensor_parallel": "tensor parallel",
+    "cpu_offload": "partly offloaded to system RAM", "moe_offload": "MoE experts offloaded to system RAM",
+    "cpu_only": "CPU only", "none": "does not run",
+}
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    rows: tuple[tuple[str, ...], ...]
+    header: tuple[str, ...] = ()
+    lines: tuple[str, ...] = ()
+
+
+def gib(n: int | float) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+def rate(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.1f} tok/s"
+
+
+def headline(r: Report) -> str:
+    rig = ", ".join(_rig_words(r)) or "CPU only"
+    verdict = "FITS" if r.fits else ("RUNS WITH OFFLOAD" if r.runs else "DOES NOT RUN")
+    return f"{r.model.name} · {r.quant.id} · {r.context_tokens:,} ctx on {rig}: {verdict}"
+
+
+def _rig_words(r: Report) -> list[str]:
+    names: dict[str, int] = {}
+    for g in r.rig.gpus:
+        names[g.name or g.spec.name] = names.get(g.name or g.spec.name, 0) + 1
+    words = [f"{n}× {k}" if n > 1 else k for k, n in names.items()]
+    if r.rig.nvlink:
+        words.append("NVLink")
+    return words
+
+
+def document(r: Report) -> list[Section]:
+    p = r.placement
+    secs = []
+    quant_note = " (chosen: best that fits)" if r.quant_chosen and r.fits else (" (chosen)" if r.quant_chosen else "")
+    secs.append(Section("Answer", (
+        ("fits in GPU memory", "yes" if r.fits else "no"),
+        ("runs", "yes" if r.runs else "no"),
+        ("placement", STRATEGY_WORDS.get(p.strategy, p.strategy) + (f" ({p.gpu_layers}/{r.model.layers} layers on GPU)"
+                                                                    if p.strategy == "cpu_offload" else "")),
+        ("quantization", r.quant.id + quant_note),
+        ("runtime / split", f"{r.runtime.name} / {r.split}"),
+        ("context", f"{r.context_tokens:,} tokens, {r.options.kv_type} KV"
+                    + (f", {r.options.concurrency} streams" if r.options.concurrency > 1 else "")),
+        ("largest context that fits", f"{r.max_context_tokens:,} tokens" if r.max_context_tokens else "none"),
+    )))
+    rows = []
+    for d in p.devices:
+        rows.append((d.device, d.name, gib(d.weights_bytes), gib(d.kv_cache_bytes), gib(d.overhead_bytes),
+                     gib(d.total_bytes), gib(d.capacity_bytes), str(d.layers)))
+    if p.host.total_bytes:
+        rows.append(("cpu", "system RAM", gib(p.host.weights_bytes), gib(p.host.kv_cache_bytes), "—",
+                     gib(p.host.total_bytes), gib(p.host.capacity_bytes), str(r.model.layers - p.gpu_layers)))
+    secs.append(Section("Memory", tuple(rows),
+                        header=("device", "name", "weights", "KV cache", "overhead", "total", "usable", "layers")))
+    s = r.speed
+    speed_rows = [("decode (1 stream, short context)", rate(s.decode_tokens_per_s)),
+                  (f"decode at {r.context_tokens:,} context", rate(s.decode_at_ctx_tokens_per_s)),
+                  (f"prefill ({r.options.prompt_tokens} tokens)", rate(s.prefill_tokens_per_s))]
+    if s.aggregate_decode_tokens_per_s:
+        speed_rows.append((f"decode, {r.options.concurrency} streams",
+                           f"{rate(s.aggregate_decode_tokens_per_s)} total, {rate(s.per_stream_decode_tokens_per_s)} each"))
+    secs.append(Section("Speed", tuple(speed_rows), lines=(s.basis + ".", s.error_band + ".") if s.decode_tokens_per_s else ()))
+    i = r.interconnect
+    secs.append(Section("Interconnect", (("NVLink", i.nvlink.replace("_", " ")),
+                                         ("link time share", f"{i.link_time_share:.1%}"),
+                                         ("speedup with NVLink", f"{i.nvlink_speedup:.2f}×"),
+                                         *i.details), lines=(i.summary,)))
+    if r.training is not None:
+        t = r.training
+        secs.append(Section(f"Training ({t.workload})", (
+            ("strategy", t.strategy), ("per GPU", gib(t.per_gpu_bytes)), ("fits", "yes" if t.fits else "no"),
+            ("weights / grads / optimizer / activations",
+             f"{gib(t.weights_bytes)} / {gib(t.gradients_bytes)} / {gib(t.optimizer_bytes)} / {gib(t.activations_bytes)}"),
+            ("step compute / communication",
+             f"{t.step_compute_s:.2f} s / {t.step_comm_s:.2f} s" if t.step_compute_s is not None else "—"),
+            ("tokens/s", f"{t.tokens_per_s:,.0f}" if t.tokens_per_s else "—"),
+        ), lines=(t.basis,)))
+    secs.append(Section("Findings", tuple((f.code, f.severity, f.message) for f in r.findings)))
+    return secs
+
+
+def use_color(stream=None) -> bool:
+    stream = stream or sys.stdout
+    return stream.isatty() and "NO_COLOR" not in os.environ
+
+
+def render_text(r: Report, color: bool = False) -> str:
+    bold = (lambda t: f"\x1b[1m{t}\x1b[0m") if color else (lambda t: t)
+    tone = {"FITS": "32", "RUNS WITH OFFLOAD": "33", "DOES NOT RUN": "31"}
+    head = headline(r)
+    if color:
+        for word, code in tone.items():
+            if head.endswith(word):
+                head = head[: -len(word)] + f"\x1b[1;{code}m{word}\x1b[0m"
+                break
+    out = [head, ""]
+    for sec in document(r):
+        out.append(bold(sec.title))
+        if sec.header:
+            out += _table([sec.header, *sec.rows])
+        elif sec.title == "Findings":
+            out += [f"  {code} {sev:<7} {msg}" for code, sev, msg in sec.rows] or ["  none"]
+        else:
+            width = max((len(k) for k, *_ in sec.rows), default=0)
+            out += [f"  {k:<{width}}  {v}" for k, v in sec.rows]
+        out += [f"  {line}" for line in sec.lines]
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+            for row in rows]
+
+
+def render_markdown(r: Report) -> str:
+    out = [f"## {headline(r)}", ""]
+    for sec in document(r):
+        out.append(f"### {sec.title}")
+        out.append("")
+        header = sec.header or (("code", "severity", "message") if sec.title == "Findings" else ("", ""))
+        rows = sec.rows
+        out.append("| " + " | ".join(header) + " |")
+        out.append("|" + "---|" * len(header))
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+        out += [""] + [f"{line}" for line in sec.lines]
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,1 @@
+"""Hand-written fakes for tests (a fake pynvml)."""
