@@ -107,7 +107,10 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
     g.add_argument("--workload", default="inference", metavar="W", help=f"one of {', '.join(WORKLOADS)} (default inference)")
     g.add_argument("--batch-size", type=_positive_int, default=1, metavar="N", help="training: sequences per GPU per step")
     g.add_argument("--seq-len", type=_positive_int, default=2048, metavar="N", help="training: tokens per sequence")
-    g.add_argument("--no-flash-attn", action="store_true", help="llama.cpp without flash attention (-fa off)")
+    g.add_argument("--flash-attn", action="store_true",
+                   help="plan with flash attention on (llama.cpp -fa on): smaller compute buffers at long context. "
+                        "Default off, the side that never promises a fit that runs out of memory; implied by a "
+                        "quantized --kv-cache")
 
 
 def build_parser() -> Parser:
@@ -191,7 +194,7 @@ def options_from(args: argparse.Namespace):
 
     return Options(quant=args.quant, ctx=args.ctx, prompt_tokens=args.prompt_tokens, kv_type=args.kv_cache.lower(),
                    runtime=args.runtime.lower(), split=args.split, concurrency=args.concurrency,
-                   workload=args.workload.lower(), flash_attention=not args.no_flash_attn,
+                   workload=args.workload.lower(), flash_attention=args.flash_attn,
                    batch_size=args.batch_size, seq_len=args.seq_len)
 
 

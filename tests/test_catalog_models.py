@@ -118,13 +118,21 @@ def _csv_rows() -> list[dict[str, str]]:
 
 def _estimate(spec: ModelSpec) -> tuple[int, int]:
     """(total, active) parameters from the shape alone: embeddings + output head (unless tied) +
-    layers x attention + MLP/experts. Norms and biases are left out (well under 0.1%); MLA
-    attention (DeepSeek, Kimi) is left out too: the schema keeps no q_lora_rank, and that attention
-    is under 2% of those models."""
+    layers x (attention + MLP or experts). Norms and biases are left out (well under 0.1%).
+
+    MLA attention (DeepSeek V3, Kimi K2) is estimated as q_a/q_b + kv_a + kv_b + o with head_dim =
+    nope + rope, v_head_dim = nope and a query rank of 3 x kv_lora_rank (the schema keeps no
+    q_lora_rank; DeepSeek V3 and Kimi K2 both use 1536 = 3 x 512)."""
     h = spec.hidden_size
     embed = spec.vocab_size * h * (1 if spec.tied_embeddings else 2)
-    attn = 0 if spec.is_mla else (
-        2 * h * spec.attention_heads * spec.head_dim + 2 * h * spec.kv_heads * spec.head_dim)
+    if spec.is_mla:
+        nh, rope, r = spec.attention_heads, spec.qk_rope_head_dim, spec.kv_lora_rank
+        nope = spec.head_dim - rope
+        q_rank = 3 * r
+        attn = (h * q_rank + q_rank * nh * spec.head_dim + h * (r + rope)
+                + r * nh * (nope + nope) + nh * nope * h)
+    else:
+        attn = 2 * h * spec.attention_heads * spec.head_dim + 2 * h * spec.kv_heads * spec.head_dim
     if not spec.is_moe:
         total = embed + spec.layers * (attn + 3 * h * spec.intermediate_size)
         return total, total
@@ -178,6 +186,19 @@ def test_aliases_are_unique_and_never_another_models_id():
             assert name not in seen, f"alias {name!r} used by both {seen[name]} and {spec.id}"
             assert name == spec.id or name not in ids, f"{spec.id}: alias {name!r} is another model's id"
             seen[name] = spec.id
+
+
+def test_names_stay_unambiguous_in_the_resolvers_normal_form():
+    # advisor.catalog.resolve compares ids, names and aliases after normal() and again without
+    # hyphens; two models meeting on one key would make that name ambiguous (exit 2).
+    from advisor.catalog.resolve import normal
+
+    owner: dict[str, str] = {}
+    for spec in SPECS.values():
+        for text in {spec.id, spec.name, *spec.aliases}:
+            for key in {normal(text), normal(text).replace("-", "")}:
+                assert owner.setdefault(key, spec.id) == spec.id, (
+                    f"{text!r} of {spec.id} normalises to {key!r}, already taken by {owner[key]}")
 
 
 # ---------------------------------------------------------------- internal consistency

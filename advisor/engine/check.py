@@ -125,6 +125,25 @@ def _kv_on_devices(placement: Placement, depth_cells: int, ctx_cells: int) -> li
     return [int(d.kv_cache_bytes * min(depth_cells, ctx_cells) / ctx_cells) for d in placement.devices]
 
 
+def decode_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
+                   rules: dict, options: Options, ctx: int, depth: int, streams: int = 1) -> float:
+    """Seconds per decode step with `depth` tokens of each stream's context already in the KV cache."""
+    cells = mem.kv_cells(ctx, runtime, rules) * options.concurrency
+    kv = _kv_on_devices(placement, depth * options.concurrency, cells)
+    if streams == 1 and options.concurrency > 1:
+        kv = [k // options.concurrency for k in kv]
+    step = spd.decode_step(placement, rig, model, quant, runtime, rules, kv_depth_bytes=kv)
+    lt = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams)
+    return step.total_s + (lt.decode_s if lt else 0.0)
+
+
+def prefill_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
+                    rules: dict, prompt_tokens: int) -> float:
+    pre = spd.prefill_time(placement, rig, model, quant, runtime, rules, prompt_tokens)
+    lt = link_times(placement, rig, model, runtime.id, rules, prompt_tokens, 1)
+    return pre.total_s + (lt.prefill_s if lt else 0.0)
+
+
 def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
                    rules: dict, options: Options, ctx: int) -> Speed:
     err = rules["speed"]["error"]
@@ -132,23 +151,18 @@ def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
             f"(prefill) of llama-bench on public measurements")
     if not placement.runs:
         return Speed(None, None, None, None, None, basis="does not run on this rig", error_band=band)
-    streams = options.concurrency
-    cells = mem.kv_cells(ctx, runtime, rules) * streams
-    lt = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, 1)
-    lt_n = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams)
-    short = spd.decode_step(placement, rig, model, quant, runtime, rules)
-    decode = 1 / (short.total_s + (lt.decode_s if lt else 0.0))
-    at_ctx_step = spd.decode_step(placement, rig, model, quant, runtime, rules,
-                                  kv_depth_bytes=_kv_on_devices(placement, cells // streams, cells))
-    at_ctx = 1 / (at_ctx_step.total_s + (lt.decode_s if lt else 0.0))
-    pre = spd.prefill_time(placement, rig, model, quant, runtime, rules, options.prompt_tokens)
-    prefill = options.prompt_tokens / (pre.total_s + (lt.prefill_s if lt else 0.0))
+    if any(g.spec.memory_bandwidth_gb_s <= 0 or g.spec.fp16_tflops <= 0 for g in rig.gpus):
+        return Speed(None, None, None, None, None, error_band=band,
+                     basis="unknown GPU (not in the catalog): its bandwidth and throughput are not known")
+    args = (placement, rig, model, quant, runtime, rules)
+    decode = 1 / decode_seconds(*args, options, ctx, depth=0)
+    at_ctx = 1 / decode_seconds(*args, options, ctx, depth=ctx)
+    prefill = options.prompt_tokens / prefill_seconds(*args, options.prompt_tokens)
     agg = per_stream = None
-    if streams > 1:
-        half = _kv_on_devices(placement, cells // 2, cells)  # streams at half their context on average
-        step = spd.decode_step(placement, rig, model, quant, runtime, rules, kv_depth_bytes=half, streams=1)
-        step_t = step.total_s + (lt_n.decode_s if lt_n else 0.0)
-        agg = streams / step_t
+    if options.concurrency > 1:
+        # every stream reads its own KV cache; on average each is half-way through its context
+        step_t = decode_seconds(*args, options, ctx, depth=ctx // 2, streams=options.concurrency)
+        agg = options.concurrency / step_t
         per_stream = 1 / step_t
     where = {
         "single_gpu": "one GPU", "layer_split": "GPUs in turn (layer split)",

@@ -122,20 +122,28 @@ def compute_buffer_bytes(
     flash_attention: bool,
     heads_on_device: int | None = None,
 ) -> int:
-    """A runtime's compute (scratch) buffer on one GPU.
+    """A runtime's compute (scratch) buffer on one GPU, in bytes.
 
-    The buffer is sized for the largest step of one micro-batch: the output logits (vocab x ubatch
-    f32) on the GPU that holds the output head, or, without flash attention, the attention score
-    matrix and its softmax (2 x heads x ctx x ubatch f32). The hidden-state activations of the
-    micro-batch add a few (hidden + MLP width) x ubatch f32 tensors.
+    llama.cpp reserves its graph for one micro-batch of `ub = min(n_ubatch, n_ctx)` tokens and keeps
+    the largest step (all f32, 4 bytes):
+      - output logits on the GPU that holds the output head: (vocab + hidden) x ub x 4;
+      - without flash attention, the attention scores for the whole context:
+        (heads x ctx + ctx + 4 x hidden) x ub x 4; with it, only the mask and activations:
+        (ctx + 4 x hidden) x ub x 4.
+    This reproduces llama.cpp's logged "CUDA0 compute buffer size" for Llama 3 8B (258.50 and
+    560.00 MiB), Llama 2 7B (296), Mistral (164, 2144), Llama 3.2 3B (1983.38), 70B (1104) and
+    Gemma 2 (507) in tests/data/llamacpp_memory_logs.csv. Builds since 2025 reserve one output
+    token instead of ub, so this is the conservative (larger) side.
     """
     ub = min(runtime.ubatch, max(ctx_cells, 1))
     heads = model.attention_heads if heads_on_device is None else heads_on_device
-    logits = model.vocab_size * ub * 4 if holds_output else 0
-    scores = 0 if flash_attention else 2 * heads * ctx_cells * ub * 4
-    width = model.moe_intermediate_size * max(model.experts_active, 1) if model.is_moe else model.intermediate_size
-    hidden = (3 * model.hidden_size + 2 * width) * ub * 4
-    return int(runtime.compute_fixed_mib * MIB) + max(logits, scores) + hidden
+    h = model.hidden_size
+    logits = (model.vocab_size + h) * ub * 4 if holds_output else 0
+    if flash_attention:
+        attention = (ctx_cells + 4 * h) * ub * 4
+    else:
+        attention = (heads * ctx_cells + ctx_cells + 4 * h) * ub * 4
+    return int(runtime.compute_fixed_mib * MIB) + max(logits, attention)
 
 
 def context_bytes(runtime: RuntimeSpec) -> int:

@@ -32,8 +32,10 @@ class Options:
     """Sequences decoded at once."""
     workload: str = "inference"
     """`inference`, `lora`, `qlora` or `full-finetune`."""
-    flash_attention: bool = True
-    """Flash attention on (llama.cpp's default `-fa auto` where the GPU supports it)."""
+    flash_attention: bool = False
+    """Plan with flash attention on. Off by default: without it llama.cpp's compute buffer grows with
+    the context, so this is the side that does not promise a fit that then runs out of memory.
+    Quantized KV caches imply it (llama.cpp needs flash attention for a quantized V cache)."""
     batch_size: int = 1
     """Training: sequences per GPU per step."""
     seq_len: int = 2048

@@ -108,8 +108,11 @@ def llama_cpp_layer_devices(n_layer: int, n_gpu_layers: int, capacities: list[in
 def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: dict) -> list[int]:
     """Per GPU: the memory the runtime may use."""
     caps = []
+    reserved = int(float(rules["memory"]["discrete_gpu"]["nvidia_reserved_mib"]) * mem.MIB)
     for g in rig.gpus:
         cap = g.capacity_bytes
+        if g.spec.vendor == "nvidia" and not g.spec.unified_memory and g.capacity_basis == "total":
+            cap -= reserved
         if g.spec.unified_memory:
             if g.spec.vendor == "apple":
                 cap = mem.apple_working_set(cap, rules)
@@ -142,7 +145,8 @@ class Placer:
         self.caps = usable_capacity(rig, runtime, rules)
         self.host_cap = host_capacity(rig, rules)
         self.split = options.split or runtime.default_split
-        self.embed_on_host = runtime.embeddings_on_host and not rig.unified
+        self.embed_on_host = runtime.embeddings_on_host
+        self.flash_attention = options.flash_attention or options.kv_type != "f16"
 
     # -- helpers ---------------------------------------------------------------------------------
     def _kv(self, ctx: int) -> tuple[int, ...]:
@@ -150,11 +154,14 @@ class Placer:
         return mem.kv_bytes_per_layer(self.model, cells, self.options.kv_type, self.rules,
                                       self.options.concurrency)
 
-    def _overhead(self, ctx: int, holds_output: bool, heads: int | None = None) -> int:
+    def _overhead(self, ctx: int, holds_output: bool, heads: int | None = None, gpu: int = 0) -> int:
+        """Runtime context (discrete GPUs only) plus the compute buffer on one GPU."""
         cells = mem.kv_cells(ctx, self.runtime, self.rules) * self.options.concurrency
-        return mem.context_bytes(self.runtime) + mem.compute_buffer_bytes(
+        unified = bool(self.rig.gpus) and self.rig.gpus[gpu].spec.unified_memory
+        context = 0 if unified or not self.rig.gpus else mem.context_bytes(self.runtime)
+        return context + mem.compute_buffer_bytes(
             self.model, self.runtime, cells, holds_output=holds_output,
-            flash_attention=self.options.flash_attention, heads_on_device=heads)
+            flash_attention=self.flash_attention, heads_on_device=heads)
 
     def _host(self, weights: int, kv: int, layers: int) -> DeviceUse:
         return DeviceUse("cpu", self.rig.cpu or "system RAM", weights, kv, 0, self.host_cap, layers)
@@ -174,7 +181,7 @@ class Placer:
     def _cpu_only(self, ctx: int) -> Placement:
         kv = sum(self._kv(ctx))
         host = DeviceUse("cpu", self.rig.cpu or "system RAM", self.layout.total_bytes, kv,
-                         self._overhead(ctx, True) - mem.context_bytes(self.runtime), self.host_cap,
+                         self._overhead(ctx, True), self.host_cap,
                          self.model.layers)
         runs = host.fits
         return Placement("cpu_only", (), host, fits=False, runs=runs, gpu_layers=0,
@@ -221,7 +228,7 @@ class Placer:
         used = sorted({d for d in devs if d >= 0})
         devices = []
         for i, g in enumerate(self.rig.gpus):
-            over = self._overhead(ctx, holds_output=(i == out_dev)) if (i in used) else 0
+            over = self._overhead(ctx, holds_output=(i == out_dev), gpu=i) if (i in used) else 0
             devices.append(DeviceUse(g.label, g.name or g.spec.name, w[i], k[i], over, self.caps[i], nl[i],
                                      i == out_dev))
         host = self._host(host_w, host_k, n - sum(nl))
@@ -236,10 +243,11 @@ class Placer:
 
     def _tensor_parallel(self, ctx: int) -> Placement:
         m, n = self.model, len(self.caps)
-        if m.attention_heads % n:
+        row_split = self.runtime.id in ("llama.cpp", "ollama")  # splits matrix rows: no head constraint
+        if not row_split and m.attention_heads % n:
             return self._refused(ctx, f"tensor parallel over {n} GPUs needs the {m.attention_heads} attention "
                                       f"heads to divide by {n}")
-        if (m.kv_heads % n) and (n % m.kv_heads):
+        if not row_split and (m.kv_heads % n) and (n % m.kv_heads):
             return self._refused(ctx, f"tensor parallel over {n} GPUs needs the {m.kv_heads} KV heads and "
                                       f"{n} to divide one another")
         kv_total = sum(self._kv(ctx))
@@ -255,7 +263,7 @@ class Placer:
             kvs = [kv_share] * n
         devices = tuple(
             DeviceUse(g.label, g.name or g.spec.name, int(shares[i]), int(kvs[i]),
-                      self._overhead(ctx, holds_output=True, heads=m.attention_heads // n), self.caps[i],
+                      self._overhead(ctx, holds_output=True, heads=m.attention_heads // n, gpu=i), self.caps[i],
                       m.layers, True)
             for i, g in enumerate(self.rig.gpus))
         ok = all(d.fits for d in devices)

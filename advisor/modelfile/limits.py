@@ -1,0 +1,106 @@
+"""Bounds on everything read from a model file, and the one way this package reports a bad file.
+
+Every count, length and size taken from a file is checked against these limits and against the
+bytes actually left in the file *before* anything is allocated or looped over, so a truncated,
+corrupted or crafted file fails fast with one line instead of a hang or a huge allocation. The
+limits are far above any real model (DeepSeek V3 has ~1,000 GGUF tensors and a 130 KB safetensors
+index; the largest vocabularies are ~260k tokens).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, NoReturn
+
+from advisor.errors import AdvisorError
+
+MIB = 1024**2
+
+MAX_TENSORS = 1_000_000
+"""Tensors in one model (all files together)."""
+MAX_KV = 100_000
+"""GGUF metadata key/value pairs in one file."""
+MAX_KEY_LEN = 65_536
+"""Bytes of one GGUF key or tensor name."""
+MAX_KEPT_STRING = 1 * MIB
+"""GGUF string values longer than this are skipped, not decoded (chat templates are ~10 KB)."""
+MAX_ARRAY_ITEMS = 1 << 24
+"""Items of one GGUF array."""
+MAX_STRING_ITEMS = 8_000_000
+"""Strings inside GGUF arrays, all arrays of a file together (tokens + merges are ~1M at most)."""
+MAX_KEPT_ARRAY = 4096
+"""Numeric GGUF arrays up to this length are kept (per-layer values); longer ones are skipped."""
+MAX_GGUF_DIMS = 4
+MAX_ST_DIMS = 8
+MAX_SPLITS = 1024
+"""Parts of a split GGUF or shards of a safetensors checkpoint."""
+MAX_ST_HEADER = 100 * MIB
+"""Safetensors JSON header."""
+MAX_SMALL_JSON = 16 * MIB
+"""config.json, an Ollama manifest, an HF ref."""
+MAX_INDEX_JSON = 100 * MIB
+"""model.safetensors.index.json."""
+
+
+def bad_file(where: str | Path, reason: str, hint: str = "") -> NoReturn:
+    """Raise the package's one error: `<file>: <reason>`, on one line."""
+    text = f"{_display(where)}: {reason}"
+    raise AdvisorError(_one_line(text), _one_line(hint or "the file may be incomplete or corrupted: download it again"))
+
+
+def _display(where: str | Path) -> str:
+    return os.fspath(where)
+
+
+def _one_line(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text)[:2000]
+
+
+def file_size(path: Path) -> int:
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise AdvisorError(_one_line(f"{path}: can't read it ({exc.strerror or exc})"), "check the path and permissions") from None
+    if not path.is_file():
+        bad_file(path, "not a regular file", "pass a .gguf file, a model folder or a config.json")
+    return st.st_size
+
+
+def read_json(path: Path, limit: int, what: str) -> Any:
+    """A small JSON file, bounded in size and nesting, duplicate keys refused."""
+    size = file_size(path)
+    if size > limit:
+        bad_file(path, f"{what} is {size} bytes, more than the {limit} this reader accepts")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise AdvisorError(_one_line(f"{path}: can't read it ({exc.strerror or exc})"), "check the permissions") from None
+    return parse_json(raw, path, what)
+
+
+def parse_json(raw: bytes, where: str | Path, what: str) -> Any:
+    # The C JSON decoder checks the recursion limit itself: deep nesting is a RecursionError.
+    try:
+        return json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except _Duplicate as dup:
+        bad_file(where, f"{what} repeats the key {str(dup)[:80]!r}")
+    except RecursionError:
+        bad_file(where, f"{what} is nested too deeply to be real JSON")
+    except (UnicodeDecodeError, ValueError) as exc:
+        bad_file(where, f"{what} is not valid JSON ({str(exc)[:120]})")
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate(key)
+        out[key] = value
+    return out
+

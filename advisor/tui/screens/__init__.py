@@ -1,0 +1,1 @@
+"""Modal pickers: a model, a rig (preset or described)."""

@@ -1,0 +1,122 @@
+"""Public llama.cpp measurements (tests/data/speed_measurements.csv) matched to the catalog.
+
+Shared by bench/accuracy.py (the report), bench/calibrate.py (the fit) and tests/test_accuracy.py
+(the guard). Each usable row becomes a `Case`: a rig, a model, a quant, the test (pp/tg with its
+token counts) and what was measured (tokens/s, or out of memory).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from advisor.catalog.load import load_catalog
+from advisor.catalog.types import Catalog
+from advisor.engine.check import resolve_quant
+from advisor.engine.options import Options
+from advisor.engine.placement import Placer
+from advisor.engine.rig import Rig
+from advisor.probe.flags import rig_from_flags
+
+ROOT = Path(__file__).resolve().parents[1]
+CSV = ROOT / "tests" / "data" / "speed_measurements.csv"
+
+# Source names -> catalog ids, where the source's wording is not a catalog alias.
+GPU_NAMES = {
+    "3070 8gb": "rtx-3070", "3080 10gb": "rtx-3080-10gb", "3080 ti 12gb": "rtx-3080-ti", "3090 24gb": "rtx-3090",
+    "4070 ti 12gb": "rtx-4070-ti", "4080 16gb": "rtx-4080", "4090 24gb": "rtx-4090",
+    "a100 pcie 80gb": "a100-pcie-80gb", "a100 sxm 80gb": "a100-sxm4-80gb", "a40 48gb": "a40",
+    "h100 pcie 80gb": "h100-pcie", "l40s 48gb": "l40s", "rtx 4000 ada 20gb": "rtx-4000-ada",
+    "rtx 5000 ada 32gb": "rtx-5000-ada", "rtx 6000 ada 48gb": "rtx-6000-ada", "rtx a6000 48gb": "rtx-a6000",
+    "m1 7-core gpu 8gb": "m1-8gb", "m1 max 32-core gpu 64gb": "m1-max-64gb",
+    "m2 ultra 76-core gpu 192gb": "m2-ultra-192gb", "m3 max 40-core gpu 64gb": "m3-max-64gb",
+    "m1 max 24-core gpu 32gb": None, "a100 80gb": "a100-pcie-80gb",
+    "nvidia a100 80gb (pcie or sxm not stated)": "a100-sxm4-80gb",
+    "nvidia h100 80gb (form factor not stated in transcriptions)": "h100-sxm",
+    "nvidia rtx pro 6000 blackwell (variant not specified)": "rtx-pro-6000",
+    "nvidia tesla v100 32 gb": "v100-pcie-32gb", "nvidia dgx spark": "dgx-spark",
+    "nvidia a100 80gb pcie": "a100-pcie-80gb",
+    "m1 (7-core gpu)": "m1-8gb", "m1 max (32-core gpu)": "m1-max-64gb", "m1 ultra (64-core gpu)": "m1-ultra-128gb",
+    "m2 max (38-core gpu)": "m2-max-96gb", "m2 ultra (76-core gpu)": "m2-ultra-192gb",
+    "m3 max (40-core gpu)": "m3-max-128gb", "m4 max (40-core gpu)": "m4-max-128gb",
+    "m3 ultra (80-core gpu)": "m3-ultra-512gb",
+}
+MODELS = {"llama-2-7b": "llama-2-7b", "llama-3-8b": "llama-3-8b", "llama-3-70b": "llama-3-70b",
+          "llama-3.1-8b": "llama-3.1-8b", "llama-2-13b": "llama-2-13b", "llama-2-70b": "llama-2-70b"}
+RUNTIMES = {"llama.cpp"}
+
+
+@dataclass(frozen=True)
+class Case:
+    dataset: str
+    gpu_id: str
+    gpu_count: int
+    split: str
+    model_id: str
+    quant: str
+    test: str
+    n_prompt: int
+    n_gen: int
+    measured: float | None
+    """tokens/s, None for out of memory."""
+    family: str
+    source: str
+
+    @property
+    def ctx(self) -> int:
+        return max(self.n_prompt + self.n_gen, 1)
+
+    @property
+    def label(self) -> str:
+        return f"{self.gpu_count}x{self.gpu_id} {self.model_id} {self.quant} {self.test}{self.n_prompt or self.n_gen}"
+
+
+def _gpu_id(catalog: Catalog, name: str) -> str | None:
+    key = re.sub(r"\s+", " ", name.strip().lower())
+    if key in GPU_NAMES:
+        return GPU_NAMES[key]
+    from advisor.probe.build import match_gpu
+
+    return match_gpu(catalog, name)
+
+
+def load_cases(catalog: Catalog | None = None) -> list[Case]:
+    catalog = catalog or load_catalog(user=False)
+    cases = []
+    with CSV.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["runtime"] not in RUNTIMES or row["model"] not in MODELS or row["test"] not in ("pp", "tg"):
+                continue
+            if row["backend"] not in ("CUDA", "Metal") or not row["gpu_count"].isdigit() or row["depth"] not in ("", "0"):
+                continue
+            gid = _gpu_id(catalog, row["gpu"])
+            if gid is None or gid not in catalog.gpus:
+                continue
+            try:
+                resolve_quant(catalog, row["quant"])
+            except Exception:  # noqa: BLE001 - a quant we do not model
+                continue
+            measured = float(row["tokens_per_s"]) if row["tokens_per_s"] else None
+            if measured is None and "OOM" not in row["notes"]:
+                continue
+            spec = catalog.gpus[gid]
+            cases.append(Case(
+                dataset=row["dataset"], gpu_id=gid, gpu_count=int(row["gpu_count"]),
+                split={"none": "layer", "layer": "layer", "row": "tensor", "tensor": "tensor"}.get(row["split"], "layer"),
+                model_id=MODELS[row["model"]], quant=row["quant"], test=row["test"],
+                n_prompt=int(row["n_prompt"] or 0), n_gen=int(row["n_gen"] or 0), measured=measured,
+                family="apple" if spec.vendor == "apple" else spec.arch, source=row["source_url"]))
+    return cases
+
+
+def rig_for(catalog: Catalog, case: Case) -> Rig:
+    return rig_from_flags(catalog, [f"{case.gpu_count}x{case.gpu_id}"], ram=128)
+
+
+def placer_for(catalog: Catalog, case: Case) -> Placer:
+    rig = rig_for(catalog, case)
+    quant = resolve_quant(catalog, case.quant)
+    opts = Options(quant=quant.id, ctx=case.ctx, prompt_tokens=max(case.n_prompt, 1), split=case.split)
+    return Placer(catalog.models[case.model_id], quant, catalog.runtimes["llama.cpp"], rig, opts, catalog.rules)
