@@ -1,6 +1,7 @@
 """Accuracy report: the advisor's predictions against public llama.cpp measurements.
 
     python bench/accuracy.py            # fit/OOM agreement, decode and prefill error per dataset and family
+    python bench/accuracy.py --write    # and record the median errors in rules/speed.toml (shown to users)
 
 Fit: a measured speed means it ran, an OOM that it did not; the advisor is right when `fits`
 agrees (llama-bench runs with every layer on the GPUs). Speed: |predicted / measured - 1| per row,
@@ -19,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from measurements import Case, load_cases, placer_for  # noqa: E402
+from measurements import ROOT, SPEED_DATASETS, Case, load_cases, placer_for  # noqa: E402
 
 from advisor.catalog.load import load_catalog  # noqa: E402
 from advisor.engine.check import decode_seconds, prefill_seconds  # noqa: E402
@@ -73,7 +74,7 @@ def summary(outcomes: list[Outcome]) -> dict:
     right = sum(o.fits == (o.case.measured is not None) for o in fit_rows)
     out = {"fit_right": right, "fit_rows": len(fit_rows)}
     for test in ("tg", "pp"):
-        e = [x for _, x in errors(outcomes, test)]
+        e = [x for o, x in errors(outcomes, test) if o.case.dataset in SPEED_DATASETS]
         out[f"{test}_median"] = statistics.median(e) if e else float("nan")
         out[f"{test}_p90"] = pct(e, 0.9)
         out[f"{test}_rows"] = len(e)
@@ -95,7 +96,8 @@ def report(outcomes: list[Outcome]) -> str:
                      f"measured {'OOM' if o.case.measured is None else 'ran'}")
     for test, name in (("tg", "decode"), ("pp", "prefill")):
         lines.append("")
-        lines.append(f"{name} ({test}): median {s[f'{test}_median']:.1%}, p90 {s[f'{test}_p90']:.1%} over {s[f'{test}_rows']} rows")
+        lines.append(f"{name} ({test}): median {s[f'{test}_median']:.1%}, p90 {s[f'{test}_p90']:.1%} over "
+                     f"{s[f'{test}_rows']} llama-bench rows ({', '.join(SPEED_DATASETS)}; others listed, not counted)")
         for key in ("dataset", "family"):
             groups: dict[str, list[float]] = defaultdict(list)
             for o, e in errors(outcomes, test):
@@ -110,6 +112,16 @@ def main() -> int:
     t0 = time.perf_counter()
     outcomes = predict(load_cases())
     print(report(outcomes))
+    if "--write" in sys.argv:
+        s = summary(outcomes)
+        path = ROOT / "rules" / "speed.toml"
+        src = path.read_text()
+        import re
+
+        src = re.sub(r"(?m)^decode_median_pct = .*$", f"decode_median_pct = {round(s['tg_median'] * 100)}", src)
+        src = re.sub(r"(?m)^prefill_median_pct = .*$", f"prefill_median_pct = {round(s['pp_median'] * 100)}", src)
+        path.write_text(src)
+        print(f"wrote the error band into {path}")
     print(f"\n{len(outcomes)} rows in {time.perf_counter() - t0:.1f} s")
     return 0
 

@@ -121,36 +121,55 @@ def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSp
 
 def prefill_time(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
                  rules: dict, prompt_tokens: int) -> StepTimes:
-    """Seconds to process a prompt of `prompt_tokens` tokens."""
+    """Seconds to process a prompt of `prompt_tokens` tokens.
+
+    Each GPU does 2 x (its share of the active parameters) FLOPs per token in matrix products and
+    2 x heads x head_dim x tokens^2 per layer in attention (fitted separately: without flash
+    attention llama.cpp's attention runs slower than its matrix products). The prompt is cut into
+    micro-batches; with a layer split llama.cpp pipelines the micro-batches of one batch across
+    the GPUs, so they overlap instead of waiting for each other.
+    """
     s = rules["speed"]["prefill"]
     layout = mem.weights_layout(model, quant)
     total_w = sum(layout.layer_bytes) + layout.output_bytes
     active_params = model.params_active - model.vocab_size * model.hidden_size  # the embedding is a lookup
-    attn_flops_per_layer = 2 * model.attention_heads * model.head_dim * prompt_tokens ** 2
-    gpu_times = []
+    attn_flops = 2 * model.attention_heads * model.head_dim * prompt_tokens ** 2 * model.layers
+    attn_eff = float(s["attention_efficiency"])
+    backend = backend_of(rig.gpus[0].spec, runtime) if rig.gpus else "cpu"
+    per_layer = _lookup(s["per_layer_us"], backend) * 1e-6
+    times = []
     for i, d in enumerate(placement.devices):
         if d.total_bytes == 0:
             continue
         g = rig.gpus[i].spec
-        share = d.weights_bytes / total_w if total_w else 0.0
-        if placement.strategy == "tensor_parallel":
-            share = 1 / len(placement.devices)
-        flops = 2 * active_params * share * prompt_tokens + attn_flops_per_layer * model.layers * share
-        gpu_times.append(flops / (g.fp16_tflops * 1e12 * prefill_efficiency(g, quant, rules)))
-    gpu_s = max(gpu_times) if placement.strategy == "tensor_parallel" and gpu_times else sum(gpu_times)
+        share = 1 / len(placement.devices) if placement.strategy == "tensor_parallel" else \
+            (d.weights_bytes / total_w if total_w else 0.0)
+        peak = g.fp16_tflops * 1e12
+        times.append(2 * active_params * share * prompt_tokens / (peak * prefill_efficiency(g, quant, rules))
+                     + attn_flops * share / (peak * attn_eff) + d.layers * per_layer)
+    if placement.strategy == "tensor_parallel":
+        gpu_s = max(times, default=0.0)
+    elif len(times) > 1:
+        n_ub = max(1, -(-prompt_tokens // runtime.ubatch))
+        per_batch = max(1, int(s["pipeline_microbatches"]))
+        slices = [t / n_ub for t in times]
+        gpu_s = 0.0
+        for start in range(0, n_ub, per_batch):
+            m = min(per_batch, n_ub - start)
+            gpu_s += sum(slices) + (m - 1) * max(slices)
+    else:
+        gpu_s = sum(times)
     host_s = 0.0
     if placement.strategy == "cpu_only":
-        flops = 2 * active_params * prompt_tokens + attn_flops_per_layer * model.layers
-        host_s = flops / (float(s["cpu_gflops"]) * 1e9)
+        host_s = (2 * active_params * prompt_tokens + attn_flops) / (float(s["cpu_gflops"]) * 1e9)
     elif placement.host.weights_bytes:
         # llama.cpp copies offloaded weights to the GPU for each micro-batch of a large prompt.
         moved = placement.host.weights_bytes - (layout.embed_bytes if runtime.embeddings_on_host else 0)
         if moved > 0 and rig.gpus:
-            g = rig.gpus[0]
-            host_s = moved * max(1, -(-prompt_tokens // runtime.ubatch)) / (pcie_gb_s(g.pcie_gen, g.pcie_lanes, rules) * 1e9)
-    backend = backend_of(rig.gpus[0].spec, runtime) if rig.gpus else "cpu"
-    overhead_s = model.layers * _lookup(s["per_layer_us"], backend) * 1e-6
-    return StepTimes(gpu_s, host_s, overhead_s)
+            g0 = rig.gpus[0]
+            n_ub = max(1, -(-prompt_tokens // runtime.ubatch))
+            host_s = moved * n_ub / (pcie_gb_s(g0.pcie_gen, g0.pcie_lanes, rules) * 1e9)
+    return StepTimes(gpu_s, host_s, 0.0)
 
 
 def pcie_gb_s(gen: int | None, lanes: int | None, rules: dict) -> float:

@@ -32,13 +32,17 @@ def parse_ram(text: str | float) -> int:
     return int(gb * GIB)
 
 
-def nvlink_pairs(specs: list[GpuSpec]) -> tuple[tuple[int, int], ...]:
-    """NVLink pairs as the hardware allows: bridges join neighbours two by two (or up to max_gpus
-    for bridge sets), switch/mesh parts join all in groups of max_gpus."""
+def check_nvlink_capable(specs: list[GpuSpec]) -> None:
     for s in specs:
         if s.nvlink is None:
             raise AdvisorError(f"--nvlink: the {s.name} has no NVLink",
                                "drop --nvlink; GPUs without NVLink talk over PCIe")
+
+
+def nvlink_pairs(specs: list[GpuSpec]) -> tuple[tuple[int, int], ...]:
+    """NVLink pairs as the hardware allows: bridges join neighbours two by two (or up to max_gpus
+    for bridge sets), switch/mesh parts join all in groups of max_gpus."""
+    check_nvlink_capable(specs)
     pairs = []
     n = len(specs)
     i = 0
@@ -61,6 +65,8 @@ def rig_from_flags(catalog: Catalog, gpus: list[str], nvlink: bool = False, pcie
         specs += [catalog.gpus[gid]] * count
     if len(specs) > 64:
         raise AdvisorError(f"{len(specs)} GPUs is more than one rig holds", "use at most 64")
+    if nvlink:
+        check_nvlink_capable(specs)
     gen, lanes = parse_pcie(pcie) if pcie else (None, None)
     if pcie and any(s.unified_memory for s in specs):
         raise AdvisorError("--pcie does not apply to unified-memory machines")

@@ -17,9 +17,20 @@ from textual.widgets import Static
 
 from advisor.engine.placement import DeviceUse
 from advisor.engine.result import Report
-from advisor.report.text import Section, document, gib, headline
+from advisor.catalog.types import GIB
+from advisor.report.text import Section, document, gib, headline, rate
 
-PARTS = (("weights", "weights_bytes", "█"), ("KV cache", "kv_cache_bytes", "█"), ("overhead", "overhead_bytes", "█"))
+def key_figures(r: Report) -> Text:
+    """The answer at a glance, one line: speed, largest context, NVLink verdict."""
+    out = Text()
+    for label, value in (("decode", rate(r.speed.decode_tokens_per_s)),
+                         ("prefill", rate(r.speed.prefill_tokens_per_s)),
+                         ("max context", f"{r.max_context_tokens:,}" if r.max_context_tokens else "none"),
+                         ("NVLink", r.interconnect.nvlink.replace("_", " "))):
+        if out:
+            out.append("  ·  ", "dim")
+        out.append(f"{label} ", "dim").append(value, "bold")
+    return out
 
 
 class MemoryBars(Widget):
@@ -67,13 +78,13 @@ class MemoryBars(Widget):
 
     @staticmethod
     def _label(d: DeviceUse, width: int, st: dict) -> Text:
-        left = Text(f"{d.device} ", st["label"]).append(d.name)
         free = d.capacity_bytes - d.total_bytes
-        right = f"{gib(d.total_bytes)} of {gib(d.capacity_bytes)}, " + (
-            f"{gib(free)} free" if free >= 0 else f"over by {gib(-free)}")
-        pad = width - left.cell_len - len(right)
-        if pad < 1:
-            return left.append("\n  " + right)
+        right = f"{d.total_bytes / GIB:.1f} / {gib(d.capacity_bytes)} · " + (
+            f"{free / GIB:.1f} free" if free >= 0 else f"over by {gib(-free)}")
+        left = Text(d.device, st["label"])
+        if left.cell_len + len(d.name) + len(right) + 3 <= width:
+            left.append(f" {d.name}")
+        pad = max(width - left.cell_len - len(right), 1)
         return left.append(" " * pad).append(right, st["over"] if free < 0 else "")
 
     @staticmethod
@@ -127,6 +138,7 @@ class Answer(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Static(id="verdict")
+        yield Static(id="figures")
         yield Static(id="problem")
         yield MemoryBars()
         with Horizontal(id="answer-grid"):
@@ -143,6 +155,7 @@ class Answer(VerticalScroll):
         verdict = self.query_one("#verdict", Static)
         verdict.update(text)
         verdict.set_classes("-error" if error else "-waiting")
+        self.query_one("#figures", Static).display = False
         self.query_one("#problem", Static).display = False
         self.query_one(MemoryBars).display = False
         self.query_one("#answer-grid").display = False
@@ -151,6 +164,9 @@ class Answer(VerticalScroll):
         verdict = self.query_one("#verdict", Static)
         verdict.update(headline(r))
         verdict.set_classes("-fits" if r.fits else ("-offload" if r.runs else "-norun"))
+        figures = self.query_one("#figures", Static)
+        figures.update(key_figures(r))
+        figures.display = True
         problem = self.query_one("#problem", Static)
         problem.update(r.placement.problem)
         problem.display = bool(r.placement.problem)

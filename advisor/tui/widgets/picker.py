@@ -16,7 +16,8 @@ class FuzzyPicker(Vertical):
 
     DEFAULT_CSS = """
     FuzzyPicker { height: auto; }
-    FuzzyPicker > OptionList { height: auto; max-height: 12; }
+    FuzzyPicker > Input { margin-bottom: 1; }
+    FuzzyPicker > OptionList { height: auto; max-height: 12; border: none; padding: 0; }
     """
 
     class Picked(Message):
@@ -30,7 +31,7 @@ class FuzzyPicker(Vertical):
         self.placeholder = placeholder
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder=self.placeholder)
+        yield Input(placeholder=self.placeholder, compact=True)
         yield OptionList(*[Option(label, id=value) for label, value in self.items])
 
     @on(Input.Changed)

@@ -1,0 +1,48 @@
+"""`advisor [MODEL] [rig options]`: check the input, then start the terminal app.
+
+Bad input (an unknown model, a malformed rig option) is exit 2 with one line on stderr, before
+any UI starts. Textual is imported only here, lazily, so the headless commands never load it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from advisor.errors import AdvisorError
+
+EXIT_USAGE = 2
+
+
+def make_app(args: argparse.Namespace):
+    """The app for these arguments; raises AdvisorError on bad input. With no rig options the
+    rig is detected inside the app, in a worker (default probe: `advisor.probe.detect`)."""
+    from advisor.catalog.load import load_catalog
+    from advisor.catalog.resolve import resolve
+    from advisor.probe.build import build_rig
+    from advisor.probe.flags import parse_ram
+
+    catalog = load_catalog()
+    model = resolve(catalog.models, args.model, "model") if args.model else None
+    rig = None
+    if args.gpu or args.rig:
+        rig = build_rig(catalog, gpus=args.gpu, nvlink=args.nvlink, pcie=args.pcie, ram=args.ram,
+                        rig_file=args.rig, empty=args.empty)
+    elif args.nvlink or args.pcie:
+        raise AdvisorError("--nvlink and --pcie describe GPUs given with --gpu", "add --gpu SPEC")
+    elif args.ram is not None:
+        parse_ram(args.ram)
+
+    from advisor.tui.app import AdvisorApp
+
+    return AdvisorApp(catalog, model=model, rig=rig, ram=args.ram, empty=args.empty)
+
+
+def run_app(args: argparse.Namespace) -> int:
+    try:
+        app = make_app(args)
+    except AdvisorError as exc:
+        sys.stderr.write(f"advisor: {exc}\n")
+        return EXIT_USAGE
+    app.run()
+    return 0

@@ -1,0 +1,217 @@
+"""Assemble a `LoadedModel` from a GGUF file, a safetensors folder or a bare config.json."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from advisor.catalog.types import ModelSpec, QuantSpec
+from advisor.engine.memory import weights_layout
+from advisor.modelfile import gguf_arch, hf_config, limits
+from advisor.modelfile.fields import family_of, get_int, slug, text_value
+from advisor.modelfile.ggml_types import FILE_TYPES
+from advisor.modelfile.gguf_file import Tensor, read_gguf
+from advisor.modelfile.layout import Tally, tally
+from advisor.modelfile.limits import bad_file
+from advisor.modelfile.loaded import LoadedModel
+from advisor.modelfile.safetensors_file import read_safetensors
+
+GGUF_RUNTIMES = ("llama.cpp", "ollama")
+ST_RUNTIMES = ("vllm", "transformers")
+_SPLIT = re.compile(r"^(?P<stem>.*)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
+
+
+def from_gguf(path: Path, *, source: str = "gguf file", name: str | None = None,
+              sources: tuple[str, ...] | None = None) -> LoadedModel:
+    """A .gguf file (every part of a split one). `name` stands for the file name (Ollama's NAME:TAG)."""
+    parts = split_parts(path)
+    files = [read_gguf(p) for p in parts]
+    meta = files[0].metadata
+    tensors = _merge([f.tensors for f in files], path)
+    if len(parts) > 1:
+        _check_split(meta, len(parts), len(tensors), parts[0])
+    arch, f, notes = gguf_arch.architecture(meta, tensors, parts[0])
+    t = tally(tensors, f["layers"], "gguf")
+    quant_id = FILE_TYPES.get(get_int(meta, "general.file_type", parts[0], "any", -1), "mixed")
+    label = parts[0].name + (f" and its {len(parts) - 1} other parts" if len(parts) > 1 else "")
+    if name:
+        label = f"{name} ({label})"
+    stem = m.group("stem") if (m := _SPLIT.match(parts[0].name)) else parts[0].name.removesuffix(".gguf")
+    spec = _spec(slug(name or stem), text_value(meta.get("general.name")) or name or stem, arch, f, t, notes,
+                 sources or (str(parts[0]),), why=f"read from {label}: {len(tensors)} tensors, architecture {arch}")
+    quant = QuantSpec(id=quant_id, format="gguf", bits_per_weight=_bpw(t, parts[0]),
+                      bpw_basis=f"exact: tensor types and shapes read from {label}",
+                      runtimes=GGUF_RUNTIMES, kernel=t.kernel)
+    return LoadedModel(spec=spec, quant=quant, layout=t.layout, source=source, exact=True)
+
+
+def split_parts(path: Path) -> list[Path]:
+    """All parts of a split GGUF (`name-00001-of-00003.gguf`), or just the file."""
+    m = _SPLIT.match(path.name)
+    if not m:
+        return [path]
+    n = int(m.group("n"))
+    if not 1 <= int(m.group("i")) <= n or n > limits.MAX_SPLITS:
+        bad_file(path, f"split name says part {int(m.group('i'))} of {n}", "keep the parts' names as llama.cpp wrote them")
+    parts = [path.with_name(f"{m.group('stem')}-{k:05d}-of-{n:05d}.gguf") for k in range(1, n + 1)]
+    missing = [p.name for p in parts if not p.is_file()]
+    if missing:
+        bad_file(path, f"split GGUF is missing {len(missing)} of its {n} parts ({', '.join(missing[:3])})",
+                 "download every part into the same folder")
+    return parts
+
+
+def _check_split(meta: dict[str, Any], n_parts: int, n_tensors: int, where: Path) -> None:
+    count = get_int(meta, "split.count", where, "any", n_parts)
+    if count != n_parts:
+        bad_file(where, f"split.count says {count} parts, the file names say {n_parts}")
+    declared = get_int(meta, "split.tensors.count", where, "any", n_tensors)
+    if declared != n_tensors:
+        bad_file(where, f"split.tensors.count says {declared} tensors, the parts hold {n_tensors}")
+
+
+def from_folder(folder: Path, *, source: str = "safetensors folder", name: str | None = None,
+                sources: tuple[str, ...] | None = None) -> LoadedModel:
+    """A model folder: config.json + *.safetensors; config.json alone; or one GGUF model."""
+    cfg_path = folder / "config.json"
+    shards = _shards(folder)
+    if not shards:
+        ggufs = [p for p in sorted(folder.glob("*.gguf")) if "mmproj" not in p.name.lower()
+                 and (not (m := _SPLIT.match(p.name)) or m.group("i") == "00001")]
+        if len(ggufs) == 1:
+            return from_gguf(ggufs[0], name=name, sources=sources)
+        if len(ggufs) > 1:
+            bad_file(folder, f"holds {len(ggufs)} GGUF models ({', '.join(p.name for p in ggufs[:3])})", "pass one .gguf file")
+    if not cfg_path.is_file():
+        bad_file(folder, "no config.json and no model weights in this folder",
+                 "pass a .gguf file, or a model folder as downloaded from Hugging Face")
+    if not shards:
+        return from_config(cfg_path, name=name, sources=sources)
+    cfg = limits.read_json(cfg_path, limits.MAX_SMALL_JSON, "config.json")
+    model_type, f, notes = hf_config.architecture(cfg, cfg_path)
+    tensors = _merge([_checked_shard(s, names) for s, names in shards.items()], folder)
+    t = tally(tensors, f["layers"], "safetensors")
+    c = hf_config.text_config(cfg, cfg_path)
+    qcfg = c.get("quantization_config") if isinstance(c.get("quantization_config"), dict) else None
+    quant_id, kernel = _st_quant(qcfg, t)
+    label = f"{name or folder.name} ({len(shards)} safetensors file{'s' if len(shards) > 1 else ''})"
+    basis = f"exact: tensor types and shapes read from {label}"
+    if qcfg is not None:  # packed weights: elements are not parameters
+        params, active = hf_config.estimate_params(cfg, f, cfg_path)
+        t = Tally(t.layout, t.output_present, params, t.expert_params, t.kernel, t.dominant_dtype, t.dominant_share)
+        basis += "; parameters counted from config.json shapes (the tensors are packed)"
+        f = {**f, "_active": active}
+    spec = _spec(slug(name or folder.name), name or folder.name, model_type, f, t, notes, sources or (str(folder),),
+                 why=f"read from {label}: {len(tensors)} tensors, model_type {model_type}")
+    quant = QuantSpec(id=quant_id, format="safetensors", bits_per_weight=_bpw(t, folder), bpw_basis=basis,
+                      runtimes=ST_RUNTIMES, kernel=kernel)
+    return LoadedModel(spec=spec, quant=quant, layout=t.layout, source=source, exact=True)
+
+
+def _shards(folder: Path) -> dict[Path, set[str] | None]:
+    """Shard files, each with the tensor names the index assigns to it (None without an index)."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        data = limits.read_json(index, limits.MAX_INDEX_JSON, "safetensors index")
+        wmap = data.get("weight_map") if isinstance(data, dict) else None
+        if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
+            bad_file(index, "has no weight_map of tensor names to file names")
+        out: dict[Path, set[str] | None] = {}
+        for tensor, fname in wmap.items():
+            if "/" in fname or "\\" in fname or fname.startswith(".") or not fname.endswith(".safetensors"):
+                bad_file(index, f"weight_map names {fname[:100]!r}, not a .safetensors file in this folder")
+            out.setdefault(folder / fname, set()).add(tensor)  # type: ignore[union-attr]
+        if len(out) > limits.MAX_SPLITS:
+            bad_file(index, f"lists {len(out)} shard files (over {limits.MAX_SPLITS})")
+        missing = [p.name for p in out if not p.is_file()]
+        if missing:
+            bad_file(index, f"lists {len(missing)} shard files that are not there ({', '.join(missing[:3])})",
+                     "the download is incomplete: fetch every *.safetensors file")
+        return out
+    files = sorted(folder.glob("*.safetensors"))
+    if any(not p.name.startswith("consolidated") for p in files):  # Mistral repos ship both formats
+        files = [p for p in files if not p.name.startswith("consolidated")]
+    if len(files) > limits.MAX_SPLITS:
+        bad_file(folder, f"holds {len(files)} .safetensors files (over {limits.MAX_SPLITS})")
+    return {p: None for p in files}
+
+
+def _checked_shard(shard: Path, names: set[str] | None) -> tuple[Tensor, ...]:
+    tensors, _meta = read_safetensors(shard)
+    if names is not None:
+        have = {t.name for t in tensors}
+        lost = names - have
+        if lost:
+            bad_file(shard, f"the index puts {len(lost)} tensors here that the file lacks (e.g. {sorted(lost)[0][:100]!r})")
+    return tensors
+
+
+def from_config(path: Path, *, name: str | None = None, sources: tuple[str, ...] | None = None) -> LoadedModel:
+    cfg = limits.read_json(path, limits.MAX_SMALL_JSON, "config.json")
+    model_type, f, notes = hf_config.architecture(cfg, path)
+    total, active = hf_config.estimate_params(cfg, f, path)
+    folder = path.resolve().parent.name or "model"
+    spec = ModelSpec(id=slug(name or folder), name=name or folder, family=family_of(model_type), params_total=total,
+                     params_active=active, sources=sources or (str(path),),
+                     notes="; ".join([f"architecture from {path.name} (model_type {model_type}); parameters counted from its shapes", *notes]),
+                     **f)
+    quant = QuantSpec(id="BF16", format="safetensors", bits_per_weight=16.0,
+                      bpw_basis=f"estimate: parameters counted from {path.name} shapes, stored at 16 bits (BF16)",
+                      runtimes=ST_RUNTIMES, kernel="f16")
+    return LoadedModel(spec=spec, quant=quant, layout=weights_layout(spec, quant), source="config.json", exact=False)
+
+
+def _merge(groups: list[tuple[Tensor, ...]], where: Path) -> tuple[Tensor, ...]:
+    out: list[Tensor] = []
+    seen: set[str] = set()
+    for group in groups:
+        for t in group:
+            if t.name in seen:
+                bad_file(where, f"tensor {t.name[:100]!r} is in more than one file")
+            seen.add(t.name)
+            out.append(t)
+        if len(out) > limits.MAX_TENSORS:
+            bad_file(where, f"more than {limits.MAX_TENSORS} tensors")
+    if not out:
+        bad_file(where, "holds no tensors", "pass the model's weights, not an adapter or tokenizer file")
+    return tuple(out)
+
+
+def _bpw(t: Tally, where: Path) -> float:
+    if t.params <= 0:
+        bad_file(where, "its tensors hold no weights")
+    return t.layout.total_bytes * 8 / t.params
+
+
+def _st_quant(qcfg: dict[str, Any] | None, t: Tally) -> tuple[str, str]:
+    """(quant id, kernel class) of a safetensors checkpoint."""
+    if qcfg is not None:
+        method = str(qcfg.get("quant_method", "")).lower()
+        if method in ("awq", "gptq"):
+            return method, "int4"
+        if method == "bitsandbytes":
+            return ("nf4", "int4") if qcfg.get("load_in_4bit") else ("int8", "int8")
+        if method == "mxfp4":
+            return "MXFP4", "mxfp4"
+        if method == "fp8" or t.kernel == "fp8":
+            return "fp8", "fp8"
+        if t.kernel == "int8":
+            return "int8", "int8"
+        return "mixed", t.kernel
+    if t.dominant_dtype in ("BF16", "F16", "F32") and t.dominant_share >= 0.9:
+        return t.dominant_dtype, t.kernel
+    return "mixed", t.kernel
+
+
+def _spec(id_: str, name: str, arch: str, f: dict[str, Any], t: Tally, notes: list[str],
+          sources: tuple[str, ...], *, why: str) -> ModelSpec:
+    f = dict(f)
+    active = f.pop("_active", None)
+    f["tied_embeddings"] = not t.output_present
+    if active is None:
+        active = t.params
+        if f["experts"] and t.expert_params:
+            active = t.params - t.expert_params * (f["experts"] - f["experts_active"]) // f["experts"]
+    return ModelSpec(id=id_, name=name, family=family_of(arch), params_total=t.params, params_active=active,
+                     sources=sources, notes="; ".join([why, *notes]), **f)

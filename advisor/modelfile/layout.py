@@ -1,0 +1,104 @@
+"""Exact weights layout from a list of tensors: where each byte sits, by tensor name.
+
+GGUF names: `token_embd.*` (input embedding), `output.*` (output head), `blk.{i}.*` (layer i),
+routed experts `blk.{i}.ffn_{gate,up,down,gate_up}_exps.*` (shared experts are `_shexp`, not
+counted as routed). Safetensors names (after a `model.`, `model.language_model.` or
+`language_model.model.` prefix): `embed_tokens.*`, `lm_head.*`, `layers.{i}.*`, routed experts
+`layers.{i}.mlp.experts.*` / `block_sparse_moe.experts.*` (not `shared_experts`). Everything
+else (final norm, rope tables, a vision tower, MTP layers past the layer count) counts in the total
+only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+from advisor.engine.memory import WeightsLayout
+from advisor.modelfile.gguf_file import Tensor
+
+_GGUF_LAYER = re.compile(r"blk\.(\d{1,6})\.")
+_GGUF_EXPERT = re.compile(r"_exps(?:\.|$)")
+_ST_LAYER = re.compile(r"layers\.(\d{1,6})\.")
+_ST_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.")
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    layout: WeightsLayout
+    output_present: bool
+    params: int
+    expert_params: int
+    kernel: str
+    """Kernel class holding the most bytes."""
+    dominant_dtype: str
+    dominant_share: float
+    """Share of all bytes in the dominant dtype."""
+
+
+def tally(tensors: tuple[Tensor, ...], layers: int, scheme: str) -> Tally:
+    embed = output = total = params = expert_params = 0
+    output_present = False
+    layer_bytes = [0] * layers
+    expert_bytes = [0] * layers
+    by_kernel: dict[str, int] = defaultdict(int)
+    by_dtype: dict[str, int] = defaultdict(int)
+    for t in tensors:
+        total += t.n_bytes
+        params += t.n_elements
+        by_kernel[t.kernel] += t.n_bytes
+        by_dtype[t.dtype] += t.n_bytes
+        kind, il, expert = _classify(t.name, scheme)
+        if kind == "embed":
+            embed += t.n_bytes
+        elif kind == "output":
+            output += t.n_bytes
+            output_present = True
+        elif kind == "layer" and il < layers:
+            layer_bytes[il] += t.n_bytes
+            if expert:
+                expert_bytes[il] += t.n_bytes
+                expert_params += t.n_elements
+    dominant = max(by_dtype, key=by_dtype.__getitem__, default="")
+    layout = WeightsLayout(
+        total_bytes=total,
+        embed_bytes=embed,
+        output_bytes=output if output_present else embed,
+        layer_bytes=tuple(layer_bytes),
+        expert_bytes=tuple(expert_bytes),
+    )
+    return Tally(
+        layout=layout,
+        output_present=output_present,
+        params=params,
+        expert_params=expert_params,
+        kernel=max(by_kernel, key=by_kernel.__getitem__, default="f16"),
+        dominant_dtype=dominant,
+        dominant_share=by_dtype[dominant] / total if total else 0.0,
+    )
+
+
+def _classify(name: str, scheme: str) -> tuple[str, int, bool]:
+    if scheme == "gguf":
+        if name.startswith("token_embd."):
+            return "embed", 0, False
+        if name.startswith("output."):
+            return "output", 0, False
+        m = _GGUF_LAYER.match(name)
+        if m:
+            return "layer", int(m.group(1)), bool(_GGUF_EXPERT.search(name))
+        return "other", 0, False
+    key = name
+    for prefix in _ST_PREFIXES:
+        if name.startswith(prefix):
+            key = name[len(prefix):]
+            break
+    if key.startswith("embed_tokens."):
+        return "embed", 0, False
+    if key.startswith("lm_head."):
+        return "output", 0, False
+    m = _ST_LAYER.match(key)
+    if m:
+        return "layer", int(m.group(1)), ".experts." in key
+    return "other", 0, False

@@ -1,0 +1,36 @@
+"""`LoadedModel`: a model as read from its own files, ready for the engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from advisor.catalog.types import ModelSpec, QuantSpec
+from advisor.engine.memory import WeightsLayout
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedModel:
+    """A model read from a file, folder or local store.
+
+    With `exact`, `layout` is the sum of the real tensors' bytes (by tensor name) and
+    `quant.bits_per_weight` is total bytes x 8 / total parameters; without it (a bare config.json)
+    the layout is `weights_layout(spec, quant)` at BF16 from parameters counted from the shapes.
+    """
+
+    spec: ModelSpec
+    """Architecture from the file's own metadata."""
+    quant: QuantSpec
+    """What the weights are stored as."""
+    layout: WeightsLayout
+    """Where the weight bytes sit: embedding, output head, each layer, each layer's routed experts."""
+    source: str
+    """`gguf file`, `safetensors folder`, `config.json`, `ollama store` or `hf cache`."""
+    exact: bool
+    """The layout comes from real tensor sizes (True) or from an estimate (False)."""
+
+    @property
+    def other_bytes(self) -> int:
+        """Weights in none of the layout's parts (final norm, rope tables, a vision tower)."""
+        lay = self.layout
+        head = 0 if self.spec.tied_embeddings else lay.output_bytes
+        return max(lay.total_bytes - lay.embed_bytes - head - sum(lay.layer_bytes), 0)

@@ -1,0 +1,89 @@
+"""A bounded reader of safetensors headers (never the tensor data, never pickle).
+
+Layout (https://huggingface.co/docs/safetensors): an 8-byte little-endian header length N, N bytes
+of JSON `{name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}`, then the data.
+N is bounded (`limits.MAX_ST_HEADER`) and checked against the file size before it is read; every
+tensor's dtype, shape and offsets are checked: known dtype, non-negative integer dims, byte length
+equal to elements x dtype size, offsets inside the data area, no two tensors overlapping.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+from advisor.modelfile import limits
+from advisor.modelfile.ggml_types import ST_DTYPES
+from advisor.modelfile.gguf_file import Tensor
+from advisor.modelfile.limits import bad_file
+
+
+def read_safetensors(path: Path) -> tuple[tuple[Tensor, ...], dict[str, str]]:
+    """The tensors of one .safetensors file and its `__metadata__`."""
+    size = limits.file_size(path)
+    if size < 8:
+        bad_file(path, f"too short to be safetensors ({size} bytes)")
+    try:
+        with open(path, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            if n > limits.MAX_ST_HEADER:
+                bad_file(path, f"safetensors header claims {n} bytes (this reader accepts up to {limits.MAX_ST_HEADER})")
+            if n > size - 8:
+                bad_file(path, f"truncated: the safetensors header claims {n} bytes, the file has {size - 8} after the length")
+            raw = f.read(n)
+    except OSError as exc:
+        bad_file(path, f"can't read it ({exc.strerror or exc})", "check the path and permissions")
+    if len(raw) != n:
+        bad_file(path, "truncated: the file ended inside the safetensors header")
+    if not raw.lstrip(b" ").startswith(b"{"):
+        bad_file(path, "not a safetensors file (the header is not a JSON object)", "pass a folder of .safetensors files")
+    header = limits.parse_json(raw, path, "safetensors header")
+    if not isinstance(header, dict):
+        bad_file(path, "the safetensors header is not a JSON object")
+    meta = header.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        bad_file(path, "__metadata__ is not a map of strings")
+    if len(header) > limits.MAX_TENSORS:
+        bad_file(path, f"the header lists {len(header)} tensors (over {limits.MAX_TENSORS})")
+    return _tensors(path, header, size - 8 - n), meta
+
+
+def _tensors(path: Path, header: dict[str, Any], room: int) -> tuple[Tensor, ...]:
+    out: list[Tensor] = []
+    spans: list[tuple[int, int, str]] = []
+    for name, info in header.items():
+        label = repr(name[:100])
+        if len(name) > limits.MAX_KEY_LEN:
+            bad_file(path, f"a tensor name is longer than {limits.MAX_KEY_LEN} characters")
+        if not isinstance(info, dict):
+            bad_file(path, f"tensor {label} is not described by an object")
+        dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+        if not isinstance(dtype, str) or dtype not in ST_DTYPES:
+            bad_file(path, f"tensor {label} has unknown dtype {str(dtype)[:40]!r}")
+        if not isinstance(shape, list) or len(shape) > limits.MAX_ST_DIMS or not all(_is_count(d) for d in shape):
+            bad_file(path, f"tensor {label} has a malformed shape {str(shape)[:80]}")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(o) for o in offsets)):
+            bad_file(path, f"tensor {label} has malformed data_offsets {str(offsets)[:80]}")
+        begin, end = offsets
+        if begin > end or end > room:
+            bad_file(path, f"tensor {label} data_offsets [{begin}, {end}] lie outside the {room}-byte data area")
+        bits, kernel = ST_DTYPES[dtype]
+        n = 1
+        for d in shape:
+            n *= d
+            if n * bits > room * 8 + 7:
+                bad_file(path, f"tensor {label} shape {shape} is larger than the file's data")
+        if (n * bits + 7) // 8 != end - begin:
+            bad_file(path, f"tensor {label}: {n} x {dtype} is {(n * bits + 7) // 8} bytes, data_offsets span {end - begin}")
+        spans.append((begin, end, name))
+        out.append(Tensor(name, dtype, tuple(shape), n, end - begin, kernel))
+    spans.sort()
+    for (_, end, a), (start, _, b) in zip(spans, spans[1:]):
+        if start < end:
+            bad_file(path, f"tensors {a[:100]!r} and {b[:100]!r} overlap in the file")
+    return tuple(out)
+
+
+def _is_count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 1 << 63

@@ -1,0 +1,252 @@
+"""The advisor's terminal app: the rig, the model, the options and the engine's answer on one screen.
+
+Every change of input re-runs `evaluate` at once (a few ms). Slow things run in thread workers:
+GPU detection (the probe callable) and the Fit view (every catalog model), so first paint never
+waits on NVML.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Callable
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Button, DataTable, Footer, Select, Static, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from advisor.catalog.types import Catalog
+from advisor.engine.check import evaluate
+from advisor.engine.options import Options
+from advisor.engine.result import Report
+from advisor.engine.rig import Rig
+from advisor.errors import AdvisorError
+from advisor.probe.build import build_rig
+from advisor.probe.types import Detection
+from advisor.tui.commands import AdvisorCommands
+from advisor.tui.screens.pickers import ModelScreen, RigScreen, preset_rig
+from advisor.tui.widgets.answer import Answer
+from advisor.tui.widgets.controls import Controls
+from advisor.tui.widgets.fit import FitView
+from advisor.tui.widgets.rig import RigPanel
+
+Probe = Callable[[], Detection]
+DEFAULT_MODEL = "llama-3.1-8b"
+
+
+def _default_probe() -> Detection:
+    from advisor.probe import detect
+
+    return detect()
+
+
+class MainScreen(Screen[None]):
+    """The one screen: rig on top, then tabs (Check: controls and answer; Fit: what runs here)."""
+
+    BINDINGS = [
+        Binding("m", "pick_model", "Model"),
+        Binding("r", "pick_rig", "Rig"),
+        Binding("c", "show_tab('check')", "Check"),
+        Binding("f", "show_tab('fit')", "Fit"),
+        Binding("e", "export('md')", "Export md"),
+        Binding("E", "export('json')", "json"),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    def __init__(self, catalog: Catalog, model_id: str, rig: Rig | None, probe: Probe,
+                 ram: str | None = None, empty: bool = False) -> None:
+        super().__init__()
+        self.catalog = catalog
+        self.model_id = model_id
+        self.rig = rig
+        self.detected: Rig | None = None
+        self.probe = probe
+        self.ram, self.empty = ram, empty
+        self.report: Report | None = None
+        self._fit_stale = True
+        self._inputs: tuple | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="banner")
+        yield RigPanel(id="rig")
+        with TabbedContent(initial="check"):
+            with TabPane("Check", id="check"):
+                yield Controls(self.catalog, self.catalog.models[self.model_id].name, id="controls")
+                yield Answer(id="answer")
+            with TabPane("Fit: what runs here", id="fit"):
+                yield FitView(id="fitview")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.rig is None:
+            self.query_one(RigPanel).show_detecting()
+            self.query_one(Answer).show_message("Detecting GPUs…")
+            self.detect_rig()
+        else:
+            self.set_rig(self.rig)
+
+    # -- inputs -------------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="detect", exit_on_error=False)
+    def detect_rig(self) -> None:
+        try:
+            detection = self.probe()
+        except Exception as exc:  # noqa: BLE001 - a probe failure is a banner, never a crash
+            detection = Detection(source="none", warnings=(f"GPU detection failed: {exc}",))
+        try:
+            rig = build_rig(self.catalog, ram=self.ram, empty=self.empty, detection=detection)
+        except AdvisorError as exc:
+            rig = build_rig(self.catalog, detection=Detection(source="none", warnings=(str(exc),)))
+        self.app.call_from_thread(self._detected, rig)
+
+    def _detected(self, rig: Rig) -> None:
+        self.detected = rig
+        self.set_rig(rig)
+
+    def set_rig(self, rig: Rig) -> None:
+        self.rig = rig
+        self.query_one(RigPanel).show(rig)
+        banner = self.query_one("#banner", Static)
+        why = "; ".join(w.split(" Hint:")[0].rstrip(".") for w in rig.warnings)
+        if rig.is_cpu_only:
+            banner.update(f"No GPU found{f': {why}' if why else ''}. Showing the CPU-only rig: "
+                          "press r to pick a preset rig or describe one.")
+        else:
+            banner.update(why)
+        banner.set_class(rig.is_cpu_only or bool(why), "-show")
+        self.recompute()
+
+    def set_model(self, model_id: str) -> None:
+        self.model_id = model_id
+        self.query_one(Controls).set_model_name(self.catalog.models[model_id].name)
+        self.recompute()
+
+    def set_control(self, control: str, value: object) -> None:
+        self.query_one(Controls).set_value(control, value)
+
+    def pick_preset(self, preset_id: str) -> None:
+        try:
+            self.set_rig(preset_rig(self.catalog, preset_id))
+        except AdvisorError as exc:
+            self.notify(str(exc), severity="error")
+
+    @on(Select.Changed)
+    def _control_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "runtime":
+            self.query_one(Controls).sync_quants()
+        self.recompute()
+
+    @on(Button.Pressed, "#model")
+    def _model_button(self) -> None:
+        self.action_pick_model()
+
+    # -- the answer -----------------------------------------------------------------------------
+
+    def options(self) -> Options:
+        return self.query_one(Controls).options()
+
+    def recompute(self) -> None:
+        """Evaluate the model on the rig with the current options, and show it (or why not)."""
+        answer = self.query_one(Answer)
+        inputs = (self.rig, self.model_id, self.options())
+        if self.rig is None or inputs == self._inputs:
+            return  # Selects announce their first value on mount: nothing changed
+        self._inputs = inputs
+        try:
+            self.report = evaluate(self.catalog, self.rig, self.model_id, self.options())
+        except AdvisorError as exc:
+            self.report = None
+            answer.show_message(str(exc), error=True)
+        else:
+            answer.show(self.report)
+        self._fit_stale = True
+        if self.query_one(TabbedContent).active == "fit":
+            self.refresh_fit()
+
+    def refresh_fit(self) -> None:
+        if self.rig is None or not self._fit_stale:
+            return
+        self._fit_stale = False
+        self.query_one(FitView).show_busy()
+        self.compute_fit(self.rig, self.options())
+
+    @work(thread=True, exclusive=True, group="fit", exit_on_error=False)
+    def compute_fit(self, rig: Rig, options: Options) -> None:
+        worker = get_current_worker()
+        options = dataclasses.replace(options, quant=None)
+        fits = []
+        for model in self.catalog.models.values():
+            if worker.is_cancelled:
+                return
+            try:
+                report = evaluate(self.catalog, rig, model, options)
+            except AdvisorError:
+                continue
+            if report.fits:
+                fits.append(report)
+        what = f"quant auto, {options.ctx // 1024}k context, {options.kv_type} KV, {options.runtime}"
+        if not worker.is_cancelled:
+            self.app.call_from_thread(self.query_one(FitView).show, fits, len(self.catalog.models), what)
+
+    @on(TabbedContent.TabActivated)
+    def _tab(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "fit":
+            self.refresh_fit()
+
+    @on(DataTable.RowSelected, "#fit-table")
+    def _fit_row(self, event: DataTable.RowSelected) -> None:
+        self.set_model(str(event.row_key.value))
+        self.action_show_tab("check")
+
+    # -- actions ----------------------------------------------------------------------------------
+
+    def action_pick_model(self) -> None:
+        self.app.push_screen(ModelScreen(self.catalog), lambda mid: mid and self.set_model(mid))
+
+    def action_pick_rig(self) -> None:
+        self.app.push_screen(RigScreen(self.catalog, self.detected), lambda rig: rig and self.set_rig(rig))
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def action_export(self, fmt: str) -> None:
+        if self.report is None:
+            self.notify("Nothing to export: there is no answer yet.", severity="warning")
+            return
+        if fmt == "json":
+            from advisor.report.jsonout import check_json
+
+            text = json.dumps(check_json(self.report), indent=2, ensure_ascii=False) + "\n"
+        else:
+            from advisor.report.text import render_markdown
+
+            text = render_markdown(self.report)
+        path = Path.cwd() / f"advisor-{self.report.model.id}.{fmt}"
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            self.notify(f"Could not write {path}: {exc.strerror}", severity="error")
+            return
+        self.notify(f"Wrote {path}", title="Exported")
+
+
+class AdvisorApp(App[None]):
+    """`AdvisorApp(catalog, model, rig=None, probe=detect)`: with no rig, the probe runs in a worker."""
+
+    TITLE = "advisor"
+    CSS_PATH = "app.tcss"
+    COMMANDS = App.COMMANDS | {AdvisorCommands}
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+
+    def __init__(self, catalog: Catalog, model: str | None = None, rig: Rig | None = None,
+                 probe: Probe | None = None, ram: str | None = None, empty: bool = False) -> None:
+        super().__init__()
+        model = model or (DEFAULT_MODEL if DEFAULT_MODEL in catalog.models else next(iter(catalog.models)))
+        self._main = MainScreen(catalog, model, rig, probe or _default_probe, ram=ram, empty=empty)
+
+    def get_default_screen(self) -> Screen:
+        return self._main

@@ -1,0 +1,180 @@
+"""The memory engine against exact arithmetic and llama.cpp's own load logs."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from advisor.catalog.types import GIB
+from advisor.engine import memory as mem
+from advisor.engine.check import evaluate, resolve_quant
+from advisor.engine.options import Options
+from advisor.engine.placement import Placer, llama_cpp_layer_devices
+from advisor.probe.flags import rig_from_flags
+
+MIB = 1024**2
+LOGS = Path(__file__).parent / "data" / "llamacpp_memory_logs.csv"
+
+
+def placer(catalog, model, gpus, quant="F16", **opts):
+    rig = rig_from_flags(catalog, gpus, ram=128)
+    q = resolve_quant(catalog, quant)
+    return Placer(catalog.models[model], q, catalog.runtimes[opts.pop("runtime", "llama.cpp")], rig,
+                  Options(quant=q.id, **opts), catalog.rules)
+
+
+def test_llama3_8b_kv_at_8192_is_exactly_one_gib(catalog):
+    m = catalog.models["llama-3-8b"]
+    kv = mem.kv_bytes_per_layer(m, 8192, "f16", catalog.rules)
+    assert sum(kv) == GIB
+    # 32 layers x 2 (K, V) x 8 KV heads x 128 dims x 2 bytes x 8192 tokens
+    assert kv[0] == 2 * 8 * 128 * 2 * 8192
+
+
+@pytest.mark.parametrize("n,expected", [
+    (2, [17, 15]),               # il/33 < 0.5 for il <= 16
+    (4, [9, 8, 8, 7]),
+    (6, [6, 5, 6, 5, 6, 4]),
+    (8, [5, 4, 4, 4, 4, 4, 4, 3]),
+])
+def test_layer_split_follows_llama_cpp(catalog, n, expected):
+    devs = llama_cpp_layer_devices(32, 33, [24 * GIB] * n)
+    counts = [sum(1 for d in devs[:32] if d == i) for i in range(n)]
+    assert counts == expected
+    assert devs[32] == n - 1  # the output layer goes to the last GPU
+    p = placer(catalog, "llama-3-8b", [f"{n}xrtx-3090"], ctx=8192).at(8192)
+    assert p.strategy == "layer_split"
+    assert sum(d.kv_cache_bytes for d in p.devices) == GIB
+    assert [d.kv_cache_bytes for d in p.devices] == [c * GIB // 32 for c in expected]
+
+
+def test_uneven_gpus_split_by_memory(catalog):
+    devs = llama_cpp_layer_devices(80, 81, [24 * GIB, 12 * GIB])
+    first = sum(1 for d in devs[:80] if d == 0)
+    assert first == 54  # il/81 < 2/3
+
+
+def test_partial_offload_keeps_leading_layers_on_cpu(catalog):
+    devs = llama_cpp_layer_devices(32, 20, [24 * GIB])
+    assert devs[:12] == [-1] * 12 and set(devs[12:32]) == {0} and devs[32] == -1
+
+
+def test_f16_weights_are_two_bytes_per_parameter(catalog):
+    m = catalog.models["llama-3.1-8b"]
+    layout = mem.weights_layout(m, catalog.quants["BF16"])
+    assert abs(layout.total_bytes - 2 * m.params_total) <= 2 * m.params_total * 1e-4
+    assert sum(layout.layer_bytes) + layout.embed_bytes + layout.output_bytes == pytest.approx(layout.total_bytes, rel=1e-6)
+
+
+def test_mla_caches_the_latent(catalog):
+    m = catalog.models["deepseek-v3"]
+    kv = mem.kv_bytes_per_layer(m, 1000, "f16", catalog.rules)
+    assert kv[0] == (m.kv_lora_rank + m.qk_rope_head_dim) * 2 * 1000
+
+
+def test_sliding_window_layers_hold_only_the_window(catalog):
+    m = catalog.models["gemma-3-27b"]
+    full = sum(mem.kv_bytes_per_layer(m, 131072, "f16", catalog.rules))
+    per_layer_full = 2 * m.kv_heads * m.head_dim * 2 * 131072
+    global_layers = m.layers - m.sliding_window_layers
+    assert full < per_layer_full * m.layers / 3
+    assert full >= per_layer_full * global_layers
+
+
+def test_quantized_kv_is_smaller(catalog):
+    m = catalog.models["llama-3-8b"]
+    sizes = [sum(mem.kv_bytes_per_layer(m, 8192, t, catalog.rules)) for t in ("f16", "q8_0", "q4_0")]
+    assert sizes[0] > sizes[1] > sizes[2]
+    assert sizes[1] == int(GIB * 1.0625 / 2)
+
+
+def test_compute_buffer_reproduces_llama_cpp_logs(catalog):
+    m = catalog.models["llama-3-8b"]
+    rt = catalog.runtimes["llama.cpp"]
+    assert mem.compute_buffer_bytes(m, rt, 512, holds_output=True, flash_attention=False) == int(258.50 * MIB)
+    assert mem.compute_buffer_bytes(m, rt, 8192, holds_output=True, flash_attention=False) == int(560.00 * MIB)
+    m70 = catalog.models["llama-3-70b"]
+    assert mem.compute_buffer_bytes(m70, rt, 8192, holds_output=False, flash_attention=False) == int(1104.00 * MIB)
+
+
+def _mib(field: str) -> dict[str, float]:
+    return {k: float(v) for k, v in (p.split(":") for p in field.split(";") if ":" in p)}
+
+
+LOG_MODELS = {"Meta Llama 3.1 8B Instruct Q4_0": ("llama-3.1-8b", "Q4_0"),
+              "llama-3-Korean-Bllossom-8B Q4_K_M": ("llama-3-8b", "Q4_K_M"),
+              "Llama 3.1 70B Q4_0": ("llama-3.1-70b", "Q4_0")}
+
+
+def _log_rows():
+    with LOGS.open() as fh:
+        for row in csv.DictReader(fh):
+            for prefix, (model, quant) in LOG_MODELS.items():
+                if row["model"].startswith(prefix):
+                    yield pytest.param(row, model, quant, id=f"{model}-{quant}-{row['n_gpus']}gpu")
+
+
+@pytest.mark.parametrize("row,model,quant", list(_log_rows()))
+def test_weights_per_gpu_within_5pct_of_llama_cpp(catalog, row, model, quant):
+    n = int(row["n_gpus"])
+    logged = [v for k, v in _mib(row["model_buffer_mib"]).items() if not k.startswith("CPU")]
+    p = placer(catalog, model, [f"{n}xrtx-3090"], quant=quant, ctx=int(row["n_ctx"])).at(int(row["n_ctx"]))
+    ours = [d.weights_bytes / MIB for d in p.devices]
+    assert len(ours) == len(logged)
+    for o, l in zip(ours, logged):
+        assert abs(o / l - 1) < 0.05, (ours, logged)
+    kv_logged = list(_mib(row["kv_buffer_mib"]).values())
+    assert [d.kv_cache_bytes / MIB for d in p.devices] == pytest.approx(kv_logged)
+
+
+def test_4080_runs_8b_f16_at_4k_but_not_8k(catalog):
+    """The close call of a 16 GB card with 15 GiB of weights (public llama-bench table)."""
+    fits = {c: placer(catalog, "llama-3-8b", ["rtx-4080"], ctx=c).at(c).fits for c in (1024, 4096, 8192)}
+    assert fits == {1024: True, 4096: True, 8192: False}
+
+
+def test_8gb_mac_runs_8b_q4_at_4k_but_not_8k(catalog):
+    fits = {c: placer(catalog, "llama-3-8b", ["m1-8gb"], quant="Q4_K_M", ctx=c).at(c).fits for c in (4096, 8192)}
+    assert fits == {4096: True, 8192: False}
+
+
+def test_six_3090s_hold_70b_f16_at_1k(catalog):
+    p = placer(catalog, "llama-3-70b", ["6xrtx-3090"], ctx=1024).at(1024)
+    assert p.fits and p.strategy == "layer_split"
+
+
+def test_offload_when_too_big(catalog):
+    p = placer(catalog, "llama-3.1-70b", ["rtx-3090"], quant="Q4_K_M", ctx=8192).at(8192)
+    assert p.strategy == "cpu_offload" and p.runs and not p.fits
+    assert 0 < p.gpu_layers < 80
+
+
+def test_moe_offload_keeps_attention_on_gpu(catalog):
+    p = placer(catalog, "qwen3-235b-a22b", ["rtx-4090"], quant="Q4_K_M", ctx=8192).at(8192)
+    assert p.strategy == "moe_offload" and p.runs
+    assert p.gpu_layers == catalog.models["qwen3-235b-a22b"].layers
+
+
+def test_tensor_parallel_divisibility(catalog):
+    with_vllm = placer(catalog, "llama-3.1-8b", ["3xrtx-3090"], quant="BF16", runtime="vllm", ctx=8192).at(8192)
+    assert with_vllm.strategy == "none" and "divide" in with_vllm.problem
+    two = placer(catalog, "llama-3.1-8b", ["2xrtx-3090"], quant="BF16", runtime="vllm", ctx=8192).at(8192)
+    assert two.strategy == "tensor_parallel" and two.fits
+
+
+def test_max_context_is_largest_that_fits(catalog):
+    pl = placer(catalog, "llama-3.1-8b", ["rtx-3090"], quant="Q8_0", ctx=8192)
+    best = pl.max_context()
+    assert pl.at(best).fits
+    assert best == catalog.models["llama-3.1-8b"].max_context or not pl.at(best + 256).fits
+
+
+def test_best_quant_is_chosen_and_said(catalog):
+    rig = rig_from_flags(catalog, ["rtx-3090"], ram=64)
+    r = evaluate(catalog, rig, "llama-3.1-8b")
+    assert r.quant_chosen and r.fits and r.quant.id in ("F16", "Q8_0")
+    assert any(f.code == "QNT001" for f in r.findings)
+    big = evaluate(catalog, rig, "llama-3.1-405b")
+    assert not big.fits and big.quant.id == "Q4_K_M"
