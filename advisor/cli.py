@@ -156,6 +156,8 @@ def build_parser() -> Parser:
     g.add_argument("--price", action="append", default=[], metavar="ID=USD", help="override a GPU's price")
     g.add_argument("--kwh-price", type=_positive_float, default=None, metavar="USD", help="electricity price per kWh")
     g.add_argument("--top", type=_positive_int, default=5, metavar="N", help="options to show (default 5)")
+    g.add_argument("--used", action="store_true", help="also price GPUs at used-market prices where the catalog has them")
+    g.add_argument("--new", dest="used", action="store_false", help="new/list prices only (the default)")
 
     p = sub.add_parser("detect", help="the local hardware as the advisor sees it",
                        description="Read the GPUs through NVML (or a saved `nvidia-smi -q -x` XML / rig file with "

@@ -81,11 +81,11 @@ def _add(w: GGUFWriter, name: str, shape: tuple[int, ...], qt: T, rng, out: dict
     out[name] = tensor_bytes(shape, qt)
 
 
-def make_gguf(path: Path, m: Tiny | None = None, split_max_tensors: int = 0) -> dict[str, int]:
+def make_gguf(path: Path, m: Tiny | None = None, split_max_tensors: int = 0, **writer_kw) -> dict[str, int]:
     """Write the model; return {tensor name: bytes} as ggml defines them."""
     m = m or Tiny()
     rng = np.random.default_rng(0)
-    w = GGUFWriter(path, m.arch, split_max_tensors=split_max_tensors)
+    w = GGUFWriter(path, m.arch, split_max_tensors=split_max_tensors, **writer_kw)
     if m.name:
         w.add_name(m.name)
     w.add_block_count(m.layers)

@@ -338,3 +338,13 @@ def test_snapshot_nvlink_pair_160x50(catalog, snap_compare):
 
 def test_snapshot_no_gpu_banner_80x24(catalog, snap_compare):
     assert snap_compare(make_app(catalog, preset=None), terminal_size=(80, 24), run_before=settle)
+
+
+def test_the_app_never_imports_nvml():
+    import subprocess
+    import sys
+
+    code = ("import sys, advisor.tui.app, advisor.app_entry\n"
+            "print('pynvml' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

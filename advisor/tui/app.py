@@ -99,7 +99,7 @@ class MainScreen(Screen[None]):
             detection = Detection(source="none", warnings=(f"GPU detection failed: {exc}",))
         try:
             rig = build_rig(self.catalog, ram=self.ram, empty=self.empty, detection=detection)
-        except AdvisorError as exc:
+        except Exception as exc:  # noqa: BLE001 - e.g. a bad --ram: still open, on the CPU-only rig
             rig = build_rig(self.catalog, detection=Detection(source="none", warnings=(str(exc),)))
         self.app.call_from_thread(self._detected, rig)
 

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
-
-if TYPE_CHECKING:
-    from advisor.tui.app import MainScreen
 
 
 class AdvisorCommands(Provider):

@@ -1,0 +1,1 @@
+"""Front-end commands beyond `check`: each parses nothing, calls the engine and prints."""

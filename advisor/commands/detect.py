@@ -1,0 +1,94 @@
+"""`advisor detect`: the local hardware as the advisor sees it (or a saved capture with --from)."""
+
+from __future__ import annotations
+
+import argparse
+
+from advisor.cli import EXIT_NO, EXIT_YES, _emit, _emit_json, _fmt
+from advisor.errors import AdvisorError
+
+
+def _read_from(path, catalog):
+    """A saved `nvidia-smi -q -x` XML, or a rig file (TOML), as a Detection."""
+    from advisor.probe import read_smi_xml
+    from advisor.probe.types import Detection, DetectedGpu, PcieLink, SystemInfo
+
+    try:
+        head = path.open("rb").read(512).lstrip()
+    except OSError as exc:
+        raise AdvisorError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if head.startswith(b"<"):
+        return read_smi_xml(path)
+    from advisor.probe.rigfile import load_rig
+
+    rig = load_rig(catalog, path)
+    gpus = tuple(DetectedGpu(index=g.index, name=g.name or g.spec.name, vram_bytes=g.spec.vram_bytes,
+                             vram_free_bytes=g.capacity_bytes if g.capacity_basis == "free" else None,
+                             pcie=PcieLink(gen_max=g.pcie_gen, width_max=g.pcie_lanes),
+                             nvlink_peers=tuple(sorted({b if a == g.index else a for a, b in rig.nvlink_pairs
+                                                        if g.index in (a, b)})),
+                             unified_memory=g.spec.unified_memory)
+                 for g in rig.gpus)
+    p2p = None
+    if rig.p2p is not None and len(gpus) > 1:
+        p2p = tuple(tuple("X" if i == j else ("OK" if rig.p2p else "NS") for j in range(len(gpus)))
+                    for i in range(len(gpus)))
+    return Detection(source="rig-file", gpus=gpus, topology=rig.topology, p2p=p2p,
+                     system=SystemInfo(ram_bytes=rig.ram_bytes, cpu=rig.cpu or None,
+                                       ram_bandwidth_gb_s=rig.ram_bandwidth_gb_s,
+                                       ram_bandwidth_basis=rig.ram_bandwidth_basis))
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    from advisor.catalog.load import load_catalog
+    from advisor.catalog.types import GIB
+    from advisor.probe.build import match_gpu, rig_from_detection
+
+    catalog = load_catalog()
+    if args.source is not None:
+        det = _read_from(args.source, catalog)
+    else:
+        from advisor.probe import detect
+
+        det = detect()
+    ids = {g.name: match_gpu(catalog, g.name, g.vram_bytes) for g in det.gpus}
+    if args.save is not None:
+        from advisor.probe.rigfile import rig_toml
+
+        rig = rig_from_detection(catalog, det)
+        try:
+            args.save.write_text(rig_toml(rig, name=f"saved by advisor detect from {det.source}"))
+        except OSError as exc:
+            raise AdvisorError(f"{args.save}: cannot write: {exc.strerror or exc}") from None
+    if _fmt(args) == "json":
+        _emit_json(det.to_json(catalog_id=lambda name: ids.get(name)))
+    else:
+        lines = [f"source: {det.source}" + (f" · driver {det.driver_version}" if det.driver_version else "")
+                 + (f" · CUDA {det.cuda_version}" if det.cuda_version else "")]
+        if not det.gpus:
+            lines.append("no GPU readable here; the advisor plans for the CPU-only rig "
+                         "(use --gpu SPEC or --rig FILE to describe one)")
+        for g in det.gpus:
+            mem = f"{g.vram_bytes / GIB:.1f} GiB" if g.vram_bytes else "memory unknown"
+            if g.vram_free_bytes is not None:
+                mem += f" ({g.vram_free_bytes / GIB:.1f} free)"
+            link = ""
+            if g.pcie and g.pcie.gen_max:
+                link = f" · PCIe {g.pcie.gen_max}.0 x{g.pcie.width_max or '?'}"
+                if g.pcie.gen_card_max and g.pcie.gen_card_max > g.pcie.gen_max:
+                    link += f" (card supports {g.pcie.gen_card_max}.0: the slot limits it)"
+            nv = f" · NVLink to {', '.join(map(str, g.nvlink_peers))}" if g.nvlink_peers else ""
+            cid = ids.get(g.name) or "not in catalog"
+            lines.append(f"gpu{g.index}: {g.name} [{cid}] · {mem}{link}{nv}" + (" · MIG" if g.mig else "")
+                         + (" · LOST" if g.lost else ""))
+        if det.topology:
+            lines.append("topology: " + " | ".join(" ".join(row) for row in det.topology))
+        s = det.system
+        ram = f"{s.ram_bytes / GIB:.1f} GiB RAM" if s.ram_bytes else "RAM unknown"
+        lines.append(f"system: {ram}" + (f" · {s.cpu}" if s.cpu else "")
+                     + (f" · RAM bandwidth {s.ram_bandwidth_gb_s:g} GB/s ({s.ram_bandwidth_basis})" if s.ram_bandwidth_gb_s else ""))
+        lines += [f"warning: {w}" for w in det.warnings]
+        if args.save is not None:
+            lines.append(f"saved the rig to {args.save} (edit it freely; use it with --rig)")
+        _emit("\n".join(lines))
+    return EXIT_YES if det.gpus else EXIT_NO

@@ -1,0 +1,57 @@
+"""`fit`: every catalog model on one rig, with the best quantization that fits, ranked.
+
+Ranking is what a self-hoster weighs: first whether it fits fully on the GPUs, then the quality
+that fits (the quantization's measured loss in tiers, then the model's size: a 32B model at
+Q4_K_M beats an 8B at Q8_0), then decode speed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from advisor.catalog.types import Catalog, ModelSpec
+from advisor.engine.check import evaluate
+from advisor.engine.options import Options
+from advisor.engine.result import Report
+from advisor.engine.rig import Rig
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    model: ModelSpec
+    report: Report
+    tier: int
+    """0 near-lossless, 1 good, 2 usable, 3 steep loss, 4 does not fit."""
+    note: str
+
+
+TIER_WORDS = ("near-lossless", "good", "usable", "steep quality loss", "does not fit on the GPUs")
+
+
+def quality_tier(report: Report, rules: dict) -> int:
+    if not report.fits:
+        return 4
+    kld = report.quant.kld
+    if kld is None:
+        return 1 if report.quant.bits_per_weight >= 4 else 3
+    steep = float(rules["memory"]["selection"]["steep_kld"])
+    return 0 if kld < 0.01 else 1 if kld < 0.05 else 2 if kld < steep else 3
+
+
+def rank_models(catalog: Catalog, rig: Rig, options: Options, models: list[ModelSpec] | None = None) -> list[Ranked]:
+    out = []
+    for m in models if models is not None else catalog.models.values():
+        r = evaluate(catalog, rig, m, replace(options, quant=None))
+        tier = quality_tier(r, catalog.rules)
+        if r.fits:
+            tps = f"{r.speed.decode_tokens_per_s:.0f} tok/s" if r.speed.decode_tokens_per_s else "speed unknown"
+            note = f"{r.quant.id} ({TIER_WORDS[tier]}), {tps}, up to {r.max_context_tokens:,} context"
+        elif r.runs:
+            note = f"does not fit on the GPUs; runs with {r.placement.strategy.replace('_', ' ')} at " \
+                   f"{r.speed.decode_tokens_per_s or 0:.1f} tok/s"
+        else:
+            note = f"does not run: {r.placement.problem or 'too large for this rig'}"
+        out.append(Ranked(m, r, tier, note))
+    out.sort(key=lambda x: (x.tier, -x.model.params_total if x.tier < 4 else 0,
+                            -(x.report.speed.decode_tokens_per_s or 0)))
+    return out
