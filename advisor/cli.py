@@ -99,7 +99,7 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
                    help=f"context tokens to allocate KV cache for (default {DEFAULT_CTX}, capped at the model's max)")
     g.add_argument("--prompt-tokens", type=_positive_int, default=DEFAULT_PROMPT_TOKENS, metavar="N",
                    help=f"prompt length for the prefill estimate (default {DEFAULT_PROMPT_TOKENS})")
-    g.add_argument("--kv-cache", default="f16", metavar="TYPE", help="KV cache type: f16 (default), q8_0, q4_0")
+    g.add_argument("--kv-cache", default="f16", metavar="TYPE", help="KV cache type: f16 (default), q8_0, q4_0; fp8 for vLLM")
     g.add_argument("--runtime", default="llama.cpp", metavar="R", help=f"one of {', '.join(RUNTIMES)} (default llama.cpp)")
     g.add_argument("--split", choices=("layer", "tensor"), default=None,
                    help="multi-GPU split (default: the runtime's: layer for llama.cpp/ollama/exllamav2, tensor for vllm)")

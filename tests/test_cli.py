@@ -129,3 +129,13 @@ def test_rig_file_round_trip(run_cli, tmp_path):
                            "--ram", "64", "--json").stdout)
     a["rig"].pop("source"), b["rig"].pop("source")
     assert a == b
+
+
+def test_import_linter_contracts_hold():
+    """pyproject.toml's import-linter contracts: the engine is pure, the headless path never reaches the TUI."""
+    from pathlib import Path
+
+    exe = Path(sys.executable).with_name("lint-imports")
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 0, r.stdout + r.stderr

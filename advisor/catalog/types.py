@@ -197,6 +197,12 @@ class QuantSpec:
     """Where the quality numbers come from."""
     kernel: str = ""
     """Kernel class for the speed rules (`f16`, `q8`, `kquant`, `iquant`, `legacy`, `fp8`, `int4`...)."""
+    linear_bits: float | None = None
+    """Formats that keep the embedding and output matrices in 16 bit: bits per weight of every other
+    (linear-layer) weight. The model's weights are then exact for any size; `bits_per_weight` is the
+    whole-file average of the model it was measured on."""
+    embed_bits: float = 16.0
+    """Bits per weight of the embedding and output matrices when `linear_bits` is set."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -187,23 +187,23 @@ def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant
         return Interconnect("not_applicable", 0.0, 1.0, "does not run on this rig, so the link does not matter")
     streams = options.concurrency
     now = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams)
-    nv = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams, force_nvlink=True)
-    assert now is not None and nv is not None
+    nv = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams, mode="nvlink")
+    pcie = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams, mode="pcie")
+    assert now is not None and nv is not None and pcie is not None
     step = spd.decode_step(placement, rig, model, quant, runtime, rules, streams=streams)
     pre = spd.prefill_time(placement, rig, model, quant, runtime, rules, options.prompt_tokens)
-    dec_now, dec_nv = step.total_s + now.decode_s, step.total_s + nv.decode_s
-    pre_now, pre_nv = pre.total_s + now.prefill_s, pre.total_s + nv.prefill_s
-    dec_speedup, pre_speedup = dec_now / dec_nv, pre_now / pre_nv
-    long_prompt = options.prompt_tokens >= int(rules["interconnect"]["verdict"].get("long_prompt_tokens", 2048))
+    # The question is always "PCIe or NVLink": a rig that has NVLink is judged by what it would lose.
+    dec_pcie, dec_nv = step.total_s + pcie.decode_s, step.total_s + nv.decode_s
+    pre_pcie, pre_nv = pre.total_s + pcie.prefill_s, pre.total_s + nv.prefill_s
+    dec_speedup, pre_speedup = dec_pcie / dec_nv, pre_pcie / pre_nv
+    dec_now, pre_now = step.total_s + now.decode_s, pre.total_s + now.prefill_s
+    long_prompt = options.prompt_tokens >= int(rules["interconnect"]["verdict"]["long_prompt_tokens"])
     phase = "decode"
     speedup, share = dec_speedup, now.decode_s / dec_now
     if (long_prompt or streams > 1) and pre_speedup > speedup:
         phase, speedup, share = "prefill", pre_speedup, now.prefill_s / pre_now
     v = rules["interconnect"]["verdict"]
-    if now.link.kind == "nvlink":
-        verdict = "not_needed"
-        speedup = 1.0
-    elif speedup >= float(v["needed_above"]):
+    if speedup >= float(v["needed_above"]):
         verdict = "needed"
     elif speedup >= float(v["helps_above"]):
         verdict = "helps"
@@ -212,7 +212,9 @@ def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant
     what = "tensor parallel does 2 all-reduces per layer per token" if placement.strategy == "tensor_parallel" \
         else f"layer split moves {model.hidden_size * 4 * streams / 1024:.0f} KiB per token between your GPUs"
     if now.link.kind == "nvlink":
-        summary = f"{what}; the GPUs already talk over {now.link.label}: {share:.1%} of the {phase} time."
+        summary = (f"{what}: {share:.1%} of the {phase} time on {now.link.label}; over PCIe ({pcie.link.label}) "
+                   f"{phase} would be {speedup:.2f}x slower")
+        summary += ", so the bridge pays." if verdict != "not_needed" else ", so the bridge changes little."
     else:
         summary = (f"{what}: {share:.1%} of the {phase} time on {now.link.label}; "
                    f"NVLink would make {phase} {speedup:.2f}x as fast")
@@ -221,7 +223,7 @@ def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant
         ("link", now.link.label),
         ("decode link time per token", f"{now.decode_s * 1e3:.3f} ms of {dec_now * 1e3:.2f} ms"),
         ("prefill link time", f"{now.prefill_s * 1e3:.1f} ms of {pre_now * 1e3:.1f} ms for {options.prompt_tokens} tokens"),
-        ("decode speedup with NVLink", f"{dec_speedup:.3f}x"),
-        ("prefill speedup with NVLink", f"{pre_speedup:.3f}x"),
+        ("decode speedup, NVLink over PCIe", f"{dec_speedup:.3f}x"),
+        ("prefill speedup, NVLink over PCIe", f"{pre_speedup:.3f}x"),
     )
     return Interconnect(verdict, round(share, 4), round(max(speedup, 1.0), 3), summary, details)

@@ -190,10 +190,53 @@ def nvl003_slot(r: Report, c: Catalog) -> Iterator[Finding]:
                           f"{g.spec.pcie_gen}.0 x{g.spec.pcie_lanes}); this {matters}.")
 
 
+def nvl004_what_changes_it(r: Report, c: Catalog) -> Iterator[Finding]:
+    """NVL004: when the link matters (helps/needed), name the cheaper fixes before a bridge, with the
+    engine and flags that select them: P2P on GeForce, CPU lanes, keeping tensor parallel inside an
+    NVLink pair, or a layer/pipeline split that needs no fast link."""
+    i = r.interconnect
+    if i.nvlink not in ("helps", "needed") or r.training is not None:
+        return
+    specs = [g.spec for g in r.rig.gpus]
+    geforce_no_p2p = all(s.vendor == "nvidia" and s.category == "consumer" and not s.pcie_p2p for s in specs)
+    tips = []
+    if r.placement.strategy == "tensor_parallel":
+        if geforce_no_p2p and r.rig.p2p is not True:
+            tips.append("enable PCIe P2P (patched open kernel modules): measured +10-30% for vLLM on 2x 3090/5090, "
+                        "about the NVLink gain at a fraction of the cost")
+        if any((g.pcie_lanes or 16) <= 4 for g in r.rig.gpus):
+            tips.append("move the x4/x1 cards to CPU lanes at x8 or wider: a chipset or riser link drags every "
+                        "all-reduce down to its speed")
+        if r.rig.nvlink and len(r.rig.nvlink_pairs) < len(r.rig.gpus) * (len(r.rig.gpus) - 1) // 2:
+            tips.append("keep tensor parallel inside each NVLink pair and pipeline across pairs "
+                        "(vLLM --tensor-parallel-size 2 --pipeline-parallel-size N/2)")
+        tips.append("for one user, a layer split needs no fast link (llama.cpp -sm layer; vLLM "
+                    "--pipeline-parallel-size N)")
+    if tips:
+        yield Finding("NVL004", "info", "cheaper than a bridge: " + "; ".join(tips) + ".")
+
+
+def trn001_training_fit(r: Report, c: Catalog) -> Iterator[Finding]:
+    """TRN001: a training workload: say whether its memory fits per GPU and which strategy was assumed."""
+    t = r.training
+    if t is None:
+        return
+    cap = min((d.capacity_bytes for d in r.placement.devices), default=0)
+    if t.fits:
+        yield Finding("TRN001", "info", f"{t.workload} fits with {t.strategy}: {gib(t.per_gpu_bytes)} per GPU of "
+                                        f"{gib(cap)}.")
+    else:
+        hint = "use QLoRA or LoRA, more GPUs, or gradient checkpointing" if t.workload == "full-finetune" \
+            else "use a smaller batch or sequence, QLoRA, or more GPUs"
+        yield Finding("TRN001", "error", f"{t.workload} does not fit: {gib(t.per_gpu_bytes)} per GPU with "
+                                         f"{t.strategy}, {gib(cap)} usable; {hint}.")
+
+
 RULES: tuple[Rule, ...] = (
     fit001_fits, fit002_does_not_fit, fit003_cpu_only, fit004_uneven_split, ctx001_capped,
     ctx002_context_limited, qnt001_chosen, qnt002_steep_loss, kv001_quantized_kv, mem001_apple_limit,
     mem002_free_memory, tp001_divisibility, nvl001_verdict, nvl002_split_mode, nvl003_slot,
+    nvl004_what_changes_it, trn001_training_fit,
 )
 
 

@@ -30,11 +30,11 @@ class Link:
     """In words, e.g. `PCIe 4.0 x8, host-staged (no P2P)`."""
 
 
-def gpu_link(rig: Rig, a: int, b: int, rules: dict, force_nvlink: bool = False) -> Link:
-    """The link between GPUs a and b (force_nvlink: as if they were NVLink-joined)."""
+def gpu_link(rig: Rig, a: int, b: int, rules: dict, mode: str = "as_is") -> Link:
+    """The link between GPUs a and b: as the rig has it, or as if joined by `nvlink`, or over `pcie`."""
     ic = rules["interconnect"]
     ga, gb = rig.gpus[a], rig.gpus[b]
-    if force_nvlink or rig.nvlinked(a, b):
+    if mode == "nvlink" or (mode == "as_is" and rig.nvlinked(a, b)):
         nv = [g.spec.nvlink.gb_s for g in (ga, gb) if g.spec.nvlink] or [112.5]
         bw = min(nv) / 2 * float(ic["nvlink"]["efficiency"])
         return Link("nvlink", bw, float(ic["allreduce"]["latency_us"]["nvlink"]), f"NVLink ({min(nv):g} GB/s)")
@@ -45,13 +45,13 @@ def gpu_link(rig: Rig, a: int, b: int, rules: dict, force_nvlink: bool = False) 
     if p2p:
         return Link("pcie_p2p", bw, float(ic["allreduce"]["latency_us"]["pcie_p2p"]),
                     f"PCIe {gen}.0 x{lanes}, peer-to-peer")
-    # Host-staged: each transfer crosses the host link twice.
-    return Link("pcie_host", bw / 2, float(ic["allreduce"]["latency_us"]["pcie_host"]),
+    return Link("pcie_host", bw * float(ic["pcie"]["host_staged_factor"]),
+                float(ic["allreduce"]["latency_us"]["pcie_host"]),
                 f"PCIe {gen}.0 x{lanes}, staged through host memory (no P2P)")
 
 
-def slowest_link(rig: Rig, devices: list[int], rules: dict, force_nvlink: bool = False) -> Link | None:
-    links = [gpu_link(rig, a, b, rules, force_nvlink) for i, a in enumerate(devices) for b in devices[i + 1:]]
+def slowest_link(rig: Rig, devices: list[int], rules: dict, mode: str = "as_is") -> Link | None:
+    links = [gpu_link(rig, a, b, rules, mode) for i, a in enumerate(devices) for b in devices[i + 1:]]
     if not links:
         return None
     return min(links, key=lambda l: (l.gb_s, -l.latency_us))
@@ -65,12 +65,12 @@ class LinkTimes:
 
 
 def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime_id: str, rules: dict,
-               prompt_tokens: int, streams: int, force_nvlink: bool = False) -> LinkTimes | None:
-    """Seconds per decode step and per prompt spent on GPU-to-GPU links."""
+               prompt_tokens: int, streams: int, mode: str = "as_is") -> LinkTimes | None:
+    """Seconds per decode step and per prompt spent on GPU-to-GPU links (mode: as_is, nvlink, pcie)."""
     used = [i for i, d in enumerate(placement.devices) if d.total_bytes > 0]
     if len(used) < 2:
         return None
-    link = slowest_link(rig, used, rules, force_nvlink)
+    link = slowest_link(rig, used, rules, mode)
     assert link is not None
     ic = rules["interconnect"]
     h = model.hidden_size
@@ -79,8 +79,7 @@ def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime_id: str
         ring = 2 * (n - 1) / n
         per_ar = link.latency_us * 1e-6
         if runtime_id in ("llama.cpp", "ollama"):
-            per_ar = max(per_ar, float(ic["allreduce"]["llama_cpp_row_sync_us"]) * 1e-6
-                         if link.kind != "nvlink" else per_ar)
+            per_ar = max(per_ar, float(ic["allreduce"]["llama_cpp_row_sync_us"]) * 1e-6)
         count = 2 * model.layers
         decode = count * (per_ar + ring * h * 2 * streams / (link.gb_s * 1e9))
         prefill = count * (per_ar + ring * h * 2 * prompt_tokens / (link.gb_s * 1e9))

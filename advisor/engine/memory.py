@@ -61,12 +61,15 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
             expert_params = [0] * n
             extra = [0] * n
     shared = (body - sum(extra)) / n
-    to_bytes = lambda p: int(round(p * bpw / 8))  # noqa: E731
+    body_bits = quant.linear_bits if quant.linear_bits is not None else bpw
+    edge_bits = quant.embed_bits if quant.linear_bits is not None else bpw
+    to_bytes = lambda p: int(round(p * body_bits / 8))  # noqa: E731
+    edge = int(round(embed * edge_bits / 8))
     layer_bytes = tuple(to_bytes(shared + extra[il]) for il in range(n))
     return WeightsLayout(
-        total_bytes=to_bytes(model.params_total),
-        embed_bytes=to_bytes(embed),
-        output_bytes=to_bytes(embed),
+        total_bytes=to_bytes(body) + edge * (1 if model.tied_embeddings else 2),
+        embed_bytes=edge,
+        output_bytes=edge,
         layer_bytes=layer_bytes,
         expert_bytes=tuple(to_bytes(p) for p in expert_params),
     )
@@ -138,12 +141,29 @@ def compute_buffer_bytes(
     ub = min(runtime.ubatch, max(ctx_cells, 1))
     heads = model.attention_heads if heads_on_device is None else heads_on_device
     h = model.hidden_size
+    if runtime.id not in ("llama.cpp", "ollama"):
+        return int(runtime.compute_fixed_mib * MIB) + _torch_activations(model, runtime, ub, ctx_cells, heads,
+                                                                          holds_output)
     logits = (model.vocab_size + h) * ub * 4 if holds_output else 0
     if flash_attention:
         attention = (ctx_cells + 4 * h) * ub * 4
     else:
         attention = (heads * ctx_cells + ctx_cells + 4 * h) * ub * 4
     return int(runtime.compute_fixed_mib * MIB) + max(logits, attention)
+
+
+def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, ctx_cells: int, heads: int,
+                       holds_output: bool) -> int:
+    """PyTorch runtimes (vLLM, ExLlamaV2, MLX, transformers): activations of one chunk of `ub` tokens
+    in 16-bit (residual, norms and the MLP's gate/up/act), logits and probabilities in f32 only for
+    the rows that are sampled (at most 256 sequences), and for transformers' eager attention the
+    16-bit score matrix. Their fixed part (CUDA graphs, workspaces) is `compute_fixed_mib`."""
+    share = heads / max(model.attention_heads, 1)  # tensor parallel shards the MLP like the heads
+    width = model.moe_intermediate_size * max(model.experts_active, 1) if model.is_moe else model.intermediate_size
+    act = ub * (4 * model.hidden_size + 3 * width * share) * 2
+    logits = model.vocab_size * min(ub, 256) * 4 * 2 if holds_output else 0
+    scores = heads * ctx_cells * ub * 2 if runtime.id == "transformers" else 0
+    return int(act + logits + scores)
 
 
 def context_bytes(runtime: RuntimeSpec) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 RUNTIMES = ("llama.cpp", "ollama", "vllm", "exllamav2", "mlx", "transformers")
-KV_TYPES = ("f16", "q8_0", "q4_0")
+KV_TYPES = ("f16", "q8_0", "q4_0", "fp8")
 SPLITS = ("layer", "tensor")
 WORKLOADS = ("inference", "lora", "qlora", "full-finetune")
 DEFAULT_CTX = 8192

@@ -15,7 +15,7 @@ from advisor.catalog.types import GIB, Catalog, GpuSpec, ModelSpec, QuantSpec
 from advisor.engine.check import check_options, estimate_speed, fallback_quant, resolve_quant
 from advisor.engine.options import DEFAULT_CTX, Options
 from advisor.engine.placement import Placer
-from advisor.engine.rig import Rig, RigGpu
+from advisor.engine.rig import Rig, RigGpu, nvlink_pairs
 
 COUNTS = (1, 2, 3, 4, 6, 8)
 
@@ -60,8 +60,6 @@ class Plan:
 
 
 def _rig(catalog: Catalog, parts: list[tuple[int, GpuSpec]], nvlink: bool, ram_bytes: int) -> Rig:
-    from advisor.probe.flags import nvlink_pairs
-
     specs = [s for n, s in parts for _ in range(n)]
     gpus = tuple(RigGpu(spec=s, capacity_bytes=s.vram_bytes, pcie_gen=s.pcie_gen, pcie_lanes=s.pcie_lanes, index=i)
                  for i, s in enumerate(specs))

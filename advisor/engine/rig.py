@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from advisor.catalog.types import GpuSpec
+from advisor.errors import AdvisorError
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,3 +75,27 @@ class Rig:
 
     def nvlinked(self, a: int, b: int) -> bool:
         return (a, b) in self.nvlink_pairs or (b, a) in self.nvlink_pairs
+
+
+def check_nvlink_capable(specs: list[GpuSpec]) -> None:
+    for s in specs:
+        if s.nvlink is None:
+            raise AdvisorError(f"--nvlink: the {s.name} has no NVLink",
+                               "drop --nvlink; GPUs without NVLink talk over PCIe")
+
+
+def nvlink_pairs(specs: list[GpuSpec]) -> tuple[tuple[int, int], ...]:
+    """NVLink pairs as the hardware allows: bridges join neighbours two by two (or up to max_gpus
+    for bridge sets), switch/mesh parts join all in groups of max_gpus."""
+    check_nvlink_capable(specs)
+    pairs = []
+    n = len(specs)
+    i = 0
+    while i < n:
+        group = specs[i].nvlink.max_gpus if specs[i].nvlink else 1
+        members = list(range(i, min(i + group, n)))
+        # a bridge only joins identical cards
+        members = [m for m in members if specs[m].id == specs[i].id]
+        pairs += [(a, b) for k, a in enumerate(members) for b in members[k + 1:]]
+        i = members[-1] + 1
+    return tuple(pairs)

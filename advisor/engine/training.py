@@ -70,7 +70,7 @@ def estimate_training(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opt
             compute = tokens * flops_per_token / speed  # the GPUs take turns
         else:
             compute = tokens * flops_per_token / speed  # each GPU its own batch
-        comm = _comm_seconds(rig, model, options, strategy, trainable, rules, force_nvlink=False)
+        comm = _comm_seconds(rig, model, options, strategy, trainable, rules, mode="as_is")
         step = compute + comm
         tps = tokens * (1 if strategy.startswith("layer split") or n == 1 else n) / step
     basis = ("memory: 16 B/param for mixed-precision Adam (ZeRO), LoRA adapters at "
@@ -82,11 +82,11 @@ def estimate_training(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opt
 
 
 def _comm_seconds(rig: Rig, model: ModelSpec, options: Options, strategy: str, trainable: int, rules: dict,
-                  force_nvlink: bool) -> float:
+                  mode: str) -> float:
     n = len(rig.gpus)
     if n < 2:
         return 0.0
-    link = slowest_link(rig, list(range(n)), rules, force_nvlink)
+    link = slowest_link(rig, list(range(n)), rules, mode)
     assert link is not None
     ring = 2 * (n - 1) / n
     if strategy.startswith("DDP"):
@@ -109,22 +109,17 @@ def training_verdict(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opti
         return Interconnect("not_applicable", 0.0, 1.0, "speed of these GPUs is unknown")
     trainable = int(model.params_total * (1 if options.workload == "full-finetune"
                                           else float(rules["interconnect"]["training"]["lora_trainable_fraction"])))
-    nv = _comm_seconds(rig, model, options, tr.strategy, trainable, rules, force_nvlink=True)
-    now = tr.step_compute_s + tr.step_comm_s
-    speedup = now / (tr.step_compute_s + nv)
-    share = tr.step_comm_s / now
+    nv = _comm_seconds(rig, model, options, tr.strategy, trainable, rules, mode="nvlink")
+    pcie = _comm_seconds(rig, model, options, tr.strategy, trainable, rules, mode="pcie")
+    without, with_nv = tr.step_compute_s + pcie, tr.step_compute_s + nv
+    speedup = without / with_nv
+    share = tr.step_comm_s / (tr.step_compute_s + tr.step_comm_s)
     v = rules["interconnect"]["verdict"]
-    if rig.nvlink and len(rig.nvlink_pairs) >= len(rig.gpus) * (len(rig.gpus) - 1) // 2:
-        verdict, speedup = "not_needed", 1.0
-    elif speedup >= float(v["needed_above"]):
-        verdict = "needed"
-    elif speedup >= float(v["helps_above"]):
-        verdict = "helps"
-    else:
-        verdict = "not_needed"
-    summary = (f"{options.workload} with {tr.strategy}: {tr.step_comm_s:.2f} s of each {now:.2f} s step "
-               f"({share:.0%}) is communication; with NVLink a step would take {tr.step_compute_s + nv:.2f} s "
-               f"({speedup:.2f}x).")
+    verdict = "needed" if speedup >= float(v["needed_above"]) else "helps" if speedup >= float(v["helps_above"]) \
+        else "not_needed"
+    have = " (which this rig has)" if rig.nvlink else ""
+    summary = (f"{options.workload} with {tr.strategy}: {pcie:.2f} s of each {without:.2f} s step is communication "
+               f"over PCIe; with NVLink{have} a step takes {with_nv:.2f} s ({speedup:.2f}x).")
     details = (("strategy", tr.strategy), ("step compute", f"{tr.step_compute_s:.3f} s"),
-               ("step communication", f"{tr.step_comm_s:.3f} s"), ("with NVLink", f"{nv:.3f} s"))
+               ("step communication over PCIe", f"{pcie:.3f} s"), ("with NVLink", f"{nv:.3f} s"))
     return Interconnect(verdict, round(share, 4), round(max(speedup, 1.0), 3), summary, details)

@@ -6,7 +6,7 @@ import re
 
 from advisor.catalog.resolve import parse_gpu_spec
 from advisor.catalog.types import GIB, Catalog, GpuSpec
-from advisor.engine.rig import Rig, RigGpu
+from advisor.engine.rig import Rig, RigGpu, check_nvlink_capable, nvlink_pairs
 from advisor.errors import AdvisorError
 
 _PCIE = re.compile(r"^\s*(?:gen)?([1-6])\s*[x×]\s*(1|2|4|8|16)\s*$", re.IGNORECASE)
@@ -30,30 +30,6 @@ def parse_ram(text: str | float) -> int:
     if not 0 < gb <= MAX_RAM_GB or gb != gb:
         raise AdvisorError(f"--ram {text!r} is out of range", f"use more than 0 and at most {MAX_RAM_GB} GB")
     return int(gb * GIB)
-
-
-def check_nvlink_capable(specs: list[GpuSpec]) -> None:
-    for s in specs:
-        if s.nvlink is None:
-            raise AdvisorError(f"--nvlink: the {s.name} has no NVLink",
-                               "drop --nvlink; GPUs without NVLink talk over PCIe")
-
-
-def nvlink_pairs(specs: list[GpuSpec]) -> tuple[tuple[int, int], ...]:
-    """NVLink pairs as the hardware allows: bridges join neighbours two by two (or up to max_gpus
-    for bridge sets), switch/mesh parts join all in groups of max_gpus."""
-    check_nvlink_capable(specs)
-    pairs = []
-    n = len(specs)
-    i = 0
-    while i < n:
-        group = specs[i].nvlink.max_gpus if specs[i].nvlink else 1
-        members = list(range(i, min(i + group, n)))
-        # a bridge only joins identical cards
-        members = [m for m in members if specs[m].id == specs[i].id]
-        pairs += [(a, b) for k, a in enumerate(members) for b in members[k + 1:]]
-        i = members[-1] + 1
-    return tuple(pairs)
 
 
 def rig_from_flags(catalog: Catalog, gpus: list[str], nvlink: bool = False, pcie: str | None = None,

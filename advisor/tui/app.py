@@ -7,7 +7,6 @@ waits on NVML.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Callable
@@ -22,6 +21,7 @@ from textual.worker import get_current_worker
 from advisor.catalog.types import Catalog
 from advisor.engine.check import evaluate
 from advisor.engine.options import Options
+from advisor.engine.rank import rank_models
 from advisor.engine.result import Report
 from advisor.engine.rig import Rig
 from advisor.errors import AdvisorError
@@ -171,26 +171,22 @@ class MainScreen(Screen[None]):
         if self.rig is None or not self._fit_stale:
             return
         self._fit_stale = False
-        self.query_one(FitView).show_busy()
+        self.query_one(FitView).show_status("Evaluating every catalog model with quant auto…")
         self.compute_fit(self.rig, self.options())
 
     @work(thread=True, exclusive=True, group="fit", exit_on_error=False)
     def compute_fit(self, rig: Rig, options: Options) -> None:
-        worker = get_current_worker()
-        options = dataclasses.replace(options, quant=None)
-        fits = []
-        for model in self.catalog.models.values():
-            if worker.is_cancelled:
-                return
-            try:
-                report = evaluate(self.catalog, rig, model, options)
-            except AdvisorError:
-                continue
-            if report.fits:
-                fits.append(report)
+        """`advisor fit` on this rig, off the UI thread (every catalog model: about half a second)."""
+        view = self.query_one(FitView)
+        try:
+            ranked = rank_models(self.catalog, rig, options)
+        except AdvisorError as exc:
+            if not get_current_worker().is_cancelled:
+                self.app.call_from_thread(view.show_status, str(exc))
+            return
         what = f"quant auto, {options.ctx // 1024}k context, {options.kv_type} KV, {options.runtime}"
-        if not worker.is_cancelled:
-            self.app.call_from_thread(self.query_one(FitView).show, fits, len(self.catalog.models), what)
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(view.show, ranked, what)
 
     @on(TabbedContent.TabActivated)
     def _tab(self, event: TabbedContent.TabActivated) -> None:

@@ -1,4 +1,4 @@
-"""What runs here: every catalog model with the best quant that fits, best first."""
+"""What runs here: every catalog model with the best quant that fits, ranked as `advisor fit` ranks."""
 
 from __future__ import annotations
 
@@ -7,17 +7,12 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from advisor.engine.result import Report
+from advisor.engine.rank import TIER_WORDS, Ranked
 from advisor.report.text import STRATEGY_WORDS, rate
 
 
 def right(text: str) -> Text:
     return Text(text, justify="right")
-
-
-def rank(r: Report) -> tuple:
-    """Best first: 4+ bits per weight before heavier compression, then the larger model, then speed."""
-    return (r.quant.bits_per_weight >= 4, r.model.params_total, r.speed.decode_tokens_per_s or 0.0)
 
 
 class FitView(Vertical):
@@ -28,20 +23,22 @@ class FitView(Vertical):
         yield DataTable(cursor_type="row", zebra_stripes=True, id="fit-table")
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns("model", "params", "quant", "decode", "prefill", "max context",
-                                              "placement")
+        self.query_one(DataTable).add_columns("model", "params", "quant", "quality", "decode", "prefill",
+                                              "max context", "placement")
 
-    def show_busy(self) -> None:
-        self.query_one("#fit-status", Static).update("Evaluating every catalog model with quant auto…")
+    def show_status(self, text: str) -> None:
+        self.query_one("#fit-status", Static).update(text)
 
-    def show(self, reports: list[Report], total: int, what: str) -> None:
+    def show(self, ranked: list[Ranked], what: str) -> None:
+        """`ranked` is `advisor.engine.rank.rank_models` output, best first; rows are those that fit."""
         table = self.query_one(DataTable)
         table.clear()
-        for r in sorted(reports, key=rank, reverse=True):
-            table.add_row(r.model.name, right(f"{r.model.params_total / 1e9:.1f}B"), r.quant.id,
+        fits = [x for x in ranked if x.report.fits]
+        for x in fits:
+            r = x.report
+            table.add_row(r.model.name, right(f"{r.model.params_total / 1e9:.1f}B"), r.quant.id, TIER_WORDS[x.tier],
                           right(rate(r.speed.decode_tokens_per_s)),
                           right(f"{r.speed.prefill_tokens_per_s or 0:,.0f} tok/s"), right(f"{r.max_context_tokens:,}"),
                           STRATEGY_WORDS.get(r.placement.strategy, r.placement.strategy), key=r.model.id)
-        self.query_one("#fit-status", Static).update(
-            f"{len(reports)} of {total} models fit fully ({what}). Best first: 4+ bits per weight, then larger, "
-            f"then faster. Enter opens one.")
+        self.show_status(f"{len(fits)} of {len(ranked)} models fit fully ({what}). Best first: quality that fits, "
+                         f"then size, then speed. Enter opens one.")

@@ -1,0 +1,89 @@
+"""The NVLink verdict on the scenarios the published evidence settles
+(../shared/research/interconnect-evidence.md), and its properties."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from advisor.engine.check import evaluate
+from advisor.engine.options import Options
+from advisor.probe.flags import rig_from_flags
+
+
+def verdict(catalog, model, gpus, pcie=None, nvlink=False, **opts):
+    rig = rig_from_flags(catalog, gpus, nvlink=nvlink, pcie=pcie, ram=128)
+    return evaluate(catalog, rig, model, Options(**opts))
+
+
+@pytest.mark.parametrize("pcie", [None, "4x8", "3x4", "3x1", "2x1"])
+def test_layer_split_never_needs_nvlink(catalog, pcie):
+    r = verdict(catalog, "llama-3.1-70b", ["4xrtx-3090"], pcie=pcie, quant="Q4_K_M")
+    assert r.placement.strategy == "layer_split"
+    assert r.interconnect.nvlink == "not_needed" and r.interconnect.nvlink_speedup < 1.05
+
+
+def test_one_stream_tensor_parallel_decode_gains_little(catalog):
+    for model, quant in (("qwen2.5-32b", "awq"), ("qwen3-32b", "gptq")):
+        r = verdict(catalog, model, ["2xrtx-3090"], quant=quant, runtime="vllm", ctx=4096)
+        assert r.placement.strategy == "tensor_parallel" and r.fits
+        assert r.interconnect.nvlink_speedup < 1.2
+
+
+def test_llama_cpp_tensor_split_gains_nothing_from_a_faster_link(catalog):
+    r = verdict(catalog, "llama-3.1-70b", ["2xrtx-3090"], quant="Q4_K_M", split="tensor")
+    assert r.interconnect.nvlink == "not_needed"
+
+
+@pytest.mark.parametrize("opts", [{"prompt_tokens": 8192}, {"concurrency": 16, "ctx": 2048}])
+def test_long_prompts_and_concurrency_make_it_help(catalog, opts):
+    r = verdict(catalog, "qwen3-32b", ["2xrtx-3090"], quant="gptq", runtime="vllm", **opts)
+    assert r.fits and r.interconnect.nvlink in ("helps", "needed")
+    assert r.interconnect.nvlink_speedup >= 1.1
+
+
+def test_tensor_parallel_over_x1_risers_spends_its_time_on_the_link(catalog):
+    r = verdict(catalog, "qwen3-32b", ["4xrtx-3090"], pcie="3x1", quant="gptq", runtime="vllm")
+    assert r.interconnect.link_time_share > 0.3
+    assert r.interconnect.nvlink in ("helps", "needed")
+    assert any(f.code == "NVL004" and "x4/x1" in f.message for f in r.findings)
+
+
+def test_full_finetune_over_pcie_wants_nvlink(catalog):
+    r = verdict(catalog, "llama-3.1-8b", ["4xrtx-a6000"], workload="full-finetune")
+    assert r.interconnect.nvlink in ("helps", "needed")
+
+
+@pytest.mark.parametrize("workload,gpus,model", [("lora", ["2xrtx-4090"], "llama-3.1-8b"),
+                                                  ("qlora", ["2xrtx-3090"], "llama-3.1-70b")])
+def test_lora_ddp_and_qlora_layer_split_do_not_need_it(catalog, workload, gpus, model):
+    r = verdict(catalog, model, gpus, workload=workload)
+    assert r.interconnect.nvlink == "not_needed"
+
+
+def test_one_gpu_is_not_applicable(catalog):
+    for workload in ("inference", "full-finetune"):
+        assert verdict(catalog, "llama-3.1-8b", ["rtx-4090"], workload=workload).interconnect.nvlink == "not_applicable"
+
+
+def test_a_rig_with_nvlink_is_judged_against_pcie(catalog):
+    with_bridge = verdict(catalog, "qwen3-32b", ["2xrtx-3090"], nvlink=True, quant="gptq", runtime="vllm",
+                          prompt_tokens=8192)
+    without = verdict(catalog, "qwen3-32b", ["2xrtx-3090"], quant="gptq", runtime="vllm", prompt_tokens=8192)
+    assert with_bridge.interconnect.nvlink == without.interconnect.nvlink
+    assert with_bridge.speed.prefill_tokens_per_s > without.speed.prefill_tokens_per_s
+
+
+ORDER = {"not_applicable": 0, "not_needed": 0, "helps": 1, "needed": 2}
+
+
+@pytest.mark.parametrize("model,quant,runtime", [("qwen3-32b", "gptq", "vllm"), ("llama-3.1-70b", "Q4_K_M", "llama.cpp")])
+def test_a_faster_link_never_makes_the_verdict_worse(catalog, model, quant, runtime):
+    links = ["3x1", "3x4", "3x8", "4x8", "4x16", "5x16"]
+    seen = []
+    for pcie in links:
+        r = verdict(catalog, model, ["2xrtx-3090"], pcie=pcie, quant=quant, runtime=runtime, prompt_tokens=4096)
+        seen.append((ORDER[r.interconnect.nvlink], r.interconnect.link_time_share))
+    assert [s[0] for s in seen] == sorted((s[0] for s in seen), reverse=True)
+    assert [s[1] for s in seen] == sorted((s[1] for s in seen), reverse=True)
