@@ -63,9 +63,26 @@ def user_dir() -> Path:
     env = os.environ.get(USER_DIR_ENV)
     if env:
         return Path(env).expanduser()
+    if sys.platform.startswith("linux"):  # platformdirs' answer, without its import cost
+        return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "advisor"
     import platformdirs
 
     return Path(platformdirs.user_config_dir("advisor", appauthor=False))
+
+
+def cache_dir() -> Path | None:
+    """Where the parsed built-in catalog is cached ($ADVISOR_CACHE_DIR, else the platform's cache dir)."""
+    env = os.environ.get("ADVISOR_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    try:
+        if sys.platform.startswith("linux"):
+            return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "advisor"
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("advisor", appauthor=False))
+    except Exception:  # noqa: BLE001 - no home directory: no cache
+        return None
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -143,18 +160,49 @@ def load_catalog(user: Path | None | bool = None) -> Catalog:
     return _load_catalog(None if user is None else (False if user is False else Path(user)))
 
 
+def _builtin_data() -> list[tuple[str, bool, dict[str, Any]]]:
+    """(file stem, is a rules file, parsed TOML) for every built-in file.
+
+    Parsing the TOML is most of a cold start, so the parsed data is cached as JSON (data only,
+    never code) under the user's cache dir, keyed by each file's name, size and mtime; a stale or
+    unreadable cache is simply rebuilt.
+    """
+    import hashlib
+    import json
+
+    db_dir, rules_dir = builtin_dirs()
+    paths = _toml_files(db_dir) + _toml_files(rules_dir)
+    key = hashlib.sha256(repr([(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths]).encode()).hexdigest()[:16]
+    folder = cache_dir()
+    cached = folder / f"catalog-{key}.json" if folder else None
+    if cached is not None:
+        try:
+            return [(stem, rules, data) for stem, rules, data in json.loads(cached.read_text(encoding="utf-8"))]
+        except (OSError, ValueError, TypeError):
+            pass
+    out = [(p.stem, p.parent == rules_dir, read_toml(p)) for p in paths]
+    if cached is not None:
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(out), encoding="utf-8")
+            os.replace(tmp, cached)
+        except OSError:
+            pass
+    return out
+
+
 @lru_cache(maxsize=4)
 def _load_catalog(user: Path | None | bool) -> Catalog:
-    db_dir, rules_dir = builtin_dirs()
     tables: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
     rules: dict[str, Any] = {}
-    for path in _toml_files(db_dir) + _toml_files(rules_dir):
-        data = read_toml(path)
+    for stem, is_rules, data in _builtin_data():
+        data = dict(data)
         for kind, cls in KINDS.items():
             for entry in data.pop(kind, []):
                 tables[kind][entry["id"]] = _build(cls, entry)
-        if path.parent == rules_dir and data:
-            rules[path.stem] = data
+        if is_rules and data:
+            rules[stem] = data
     if user is not False:
         folder = user_dir() if user is None else user
         for path in _toml_files(folder):

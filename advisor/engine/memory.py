@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from advisor.catalog.types import GIB, ModelSpec, QuantSpec, RuntimeSpec
 
@@ -35,6 +36,7 @@ class WeightsLayout:
         return sum(self.layer_bytes) + self.output_bytes
 
 
+@lru_cache(maxsize=1024)
 def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
     """Split the model's parameters into embedding, output head and per-layer shares.
 
@@ -92,6 +94,11 @@ def kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, kv_type: str, rules: di
     the window.
     """
     elem = float(rules["memory"]["kv_cache"]["bytes_per_element"][kv_type])
+    return _kv_bytes_per_layer(model, ctx_cells, elem, sequences)
+
+
+@lru_cache(maxsize=4096)
+def _kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, elem: float, sequences: int) -> tuple[int, ...]:
     if model.is_mla:
         per_token = (model.kv_lora_rank + model.qk_rope_head_dim) * elem
     else:

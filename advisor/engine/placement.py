@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from bisect import bisect_right
 from dataclasses import dataclass
+from functools import lru_cache
 
 from advisor.catalog.types import GIB, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
@@ -93,7 +94,12 @@ def llama_cpp_split_points(capacities: list[int]) -> list[float]:
 
 def llama_cpp_layer_devices(n_layer: int, n_gpu_layers: int, capacities: list[int]) -> list[int]:
     """Device of each layer 0..n_layer (the last is the output layer); -1 is the CPU."""
-    points = llama_cpp_split_points(capacities)
+    return list(_layer_devices(n_layer, n_gpu_layers, tuple(capacities)))
+
+
+@lru_cache(maxsize=4096)
+def _layer_devices(n_layer: int, n_gpu_layers: int, capacities: tuple[int, ...]) -> tuple[int, ...]:
+    points = llama_cpp_split_points(list(capacities))
     start = max(n_layer - n_gpu_layers, 0)
     active = min(n_gpu_layers, n_layer + 1)
     out = []
@@ -102,7 +108,7 @@ def llama_cpp_layer_devices(n_layer: int, n_gpu_layers: int, capacities: list[in
             out.append(-1)
         else:
             out.append(min(bisect_right(points, f32(f32(il - start) / active)), len(capacities) - 1))
-    return out
+    return tuple(out)
 
 
 def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: dict) -> list[int]:

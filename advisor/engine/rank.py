@@ -1,8 +1,9 @@
 """`fit`: every catalog model on one rig, with the best quantization that fits, ranked.
 
 Ranking is what a self-hoster weighs: first whether it fits fully on the GPUs, then the quality
-that fits (the quantization's measured loss in tiers, then the model's size: a 32B model at
-Q4_K_M beats an 8B at Q8_0), then decode speed.
+that fits: a bigger model at a good quantization beats a smaller one at a higher precision (a 32B
+at Q4_K_M over an 8B at Q8_0), but not once the quantization's measured loss turns steep (KL
+divergence over the rulebook's threshold, below ~Q3); then decode speed.
 """
 
 from __future__ import annotations
@@ -52,6 +53,6 @@ def rank_models(catalog: Catalog, rig: Rig, options: Options, models: list[Model
         else:
             note = f"does not run: {r.placement.problem or 'too large for this rig'}"
         out.append(Ranked(m, r, tier, note))
-    out.sort(key=lambda x: (x.tier, -x.model.params_total if x.tier < 4 else 0,
+    out.sort(key=lambda x: (x.tier == 4, x.tier == 3, -x.model.params_total if x.tier < 4 else 0,
                             -(x.report.speed.decode_tokens_per_s or 0)))
     return out

@@ -7,12 +7,24 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from advisor.probe.nvml import read_nvml
-from advisor.probe.smi_xml import read_smi_xml, read_topo_matrix
-from advisor.probe.system import Runner, apple_gpu, read_amd_gpus, read_system
 from advisor.probe.types import DetectedGpu, Detection, PcieLink, SystemInfo
+
+if TYPE_CHECKING:
+    from advisor.probe.system import Runner
+
+_LAZY = {"read_nvml": "advisor.probe.nvml", "read_smi_xml": "advisor.probe.smi_xml",
+         "read_topo_matrix": "advisor.probe.smi_xml"}
+
+
+def __getattr__(name: str) -> Any:
+    """Readers load on first use, so `--gpu` runs never import the NVML or XML code (PEP 562)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(name)
 
 __all__ = [
     "DetectedGpu", "Detection", "PcieLink", "SystemInfo",
@@ -25,9 +37,12 @@ def detect(
     sysfs_root: str | os.PathLike[str] = "/",
     *,
     platform: str | None = None,
-    run: Runner | None = None,
+    run: "Runner | None" = None,
 ) -> Detection:
     """The local machine: NVML first, then AMD (sysfs), then Apple silicon (sysctl)."""
+    from advisor.probe.nvml import read_nvml
+    from advisor.probe.system import apple_gpu, read_amd_gpus, read_system
+
     platform = platform or sys.platform
     warnings: list[str] = []
     try:

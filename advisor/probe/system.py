@@ -63,16 +63,18 @@ def _read(path: Path) -> str | None:
 
 
 def ram_bytes(root: Path) -> int | None:
-    """Total RAM: psutil on the live machine, /proc/meminfo under `root` otherwise (or as fallback)."""
+    """Total RAM: /proc/meminfo under `root` (fast, no import), else psutil on the live machine."""
+    m = re.search(r"^MemTotal:\s+(\d+)\s*kB", _read(root / "proc/meminfo") or "", re.M)
+    if m:
+        return int(m.group(1)) * 1024
     if str(root) == os.sep:
         try:
             import psutil
 
             return int(psutil.virtual_memory().total)
-        except Exception:  # noqa: BLE001 - fall back to /proc
-            pass
-    m = re.search(r"^MemTotal:\s+(\d+)\s*kB", _read(root / "proc/meminfo") or "", re.M)
-    return int(m.group(1)) * 1024 if m else None
+        except Exception:  # noqa: BLE001 - unknown
+            return None
+    return None
 
 
 def cpu_name(root: Path) -> str | None:
