@@ -113,7 +113,8 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
                         "quantized --kv-cache")
 
 
-def build_parser() -> Parser:
+def build_parser(only: str | None = None) -> Parser:
+    """The CLI's parser; `only` builds just that command's subparser (a faster start)."""
     parser = Parser(prog="advisor", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
                     description="Can my rig run this open-weights model? Fit, placement, memory, speed and "
                                 "the NVLink verdict, with the arithmetic shown. With no command: the terminal app.")
@@ -122,6 +123,28 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"advisor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
+    def want(name: str) -> bool:
+        return only is None or only == name
+
+    if want("check"):
+        _check_parser(sub)
+    if want("fit"):
+        _fit_parser(sub)
+    if want("plan"):
+        _plan_parser(sub)
+    if want("detect"):
+        _detect_parser(sub)
+    for name, what in (("models", "LLMs"), ("gpus", "GPUs and unified-memory machines")):
+        if want(name):
+            p = sub.add_parser(name, help=f"the catalog's {what}", description=f"List or search the catalog's {what}.")
+            p.add_argument("query", nargs="?", help="filter by id, name or alias (substring)")
+            _output_args(p)
+    if want("catalog"):
+        _catalog_parser(sub)
+    return parser
+
+
+def _check_parser(sub) -> None:
     p = sub.add_parser("check", help="one model on one rig: fit, placement, memory, speed, NVLink verdict",
                        description="One model on one rig. Exit 0 when it fits fully in GPU memory, 1 when not "
                                    "(it may still run with offload: see `runs`), 2 on bad input.")
@@ -129,6 +152,8 @@ def build_parser() -> Parser:
     _rig_args(p)
     _output_args(p)
 
+
+def _fit_parser(sub) -> None:
     p = sub.add_parser("fit", help="every catalog model on the rig: the best quant that fits, ranked",
                        description="Every catalog model on the rig, ranked by the quality that fits, then speed. "
                                    "Exit 0 when at least one model fits, 1 when none does.")
@@ -142,6 +167,8 @@ def build_parser() -> Parser:
     g.add_argument("--max-params", type=_positive_float, metavar="B", help="only models up to B billion parameters")
     g.add_argument("--all", action="store_true", help="also list models that do not fit")
 
+
+def _plan_parser(sub) -> None:
     p = sub.add_parser("plan", help="the cheapest rigs that reach a target, NVLink or not",
                        description="Enumerate candidate rigs (1-8 of each catalog GPU, mixes with what you own, "
                                    "unified-memory machines, with and without NVLink), keep those that reach the "
@@ -159,6 +186,8 @@ def build_parser() -> Parser:
     g.add_argument("--used", action="store_true", help="also price GPUs at used-market prices where the catalog has them")
     g.add_argument("--new", dest="used", action="store_false", help="new/list prices only (the default)")
 
+
+def _detect_parser(sub) -> None:
     p = sub.add_parser("detect", help="the local hardware as the advisor sees it",
                        description="Read the GPUs through NVML (or a saved `nvidia-smi -q -x` XML / rig file with "
                                    "--from), system memory and CPU. Exit 0 when GPUs were read, 1 when none.")
@@ -166,17 +195,13 @@ def build_parser() -> Parser:
     p.add_argument("--save", type=Path, metavar="FILE", help="write what was found as a rig file (TOML)")
     _output_args(p)
 
-    for name, what in (("models", "LLMs"), ("gpus", "GPUs and unified-memory machines")):
-        p = sub.add_parser(name, help=f"the catalog's {what}", description=f"List or search the catalog's {what}.")
-        p.add_argument("query", nargs="?", help="filter by id, name or alias (substring)")
-        _output_args(p)
 
+def _catalog_parser(sub) -> None:
     p = sub.add_parser("catalog", help="validate the catalog, show where user files go, print JSON Schemas",
                        description="validate: check built-in and user files, every problem at once (exit 1 if any). "
                                    "path: the user catalog folder ($ADVISOR_CONFIG_DIR overrides). schema: JSON Schemas.")
     p.add_argument("action", choices=("validate", "path", "schema"))
     _output_args(p)
-    return parser
 
 
 def _fmt(args: argparse.Namespace) -> str:
@@ -328,7 +353,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and (argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version")):
-            args = build_parser().parse_args(argv)
+            only = argv[0] if argv[0] in COMMANDS else None
+            args = build_parser(only).parse_args(argv)
             return dispatch(args)
         args = app_parser().parse_args(argv)
         from advisor.app_entry import run_app

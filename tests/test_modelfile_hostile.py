@@ -162,7 +162,9 @@ def st_folder(tmp_path: Path) -> Path:
     ("20 dims", {"a": {"dtype": "U8", "shape": [1] * 20, "data_offsets": [0, 1]}}, 1, None, "malformed shape"),
     ("offsets past the end", {"a": {"dtype": "F16", "shape": [4], "data_offsets": [0, 8]}}, 4, None, "outside"),
     ("offsets reversed", {"a": {"dtype": "F16", "shape": [0], "data_offsets": [4, 0]}}, 4, None, "outside"),
-    ("offsets 2^64", {"a": {"dtype": "F16", "shape": [1], "data_offsets": [0, 1 << 64]}}, 4, None, "malformed data_offsets"),
+    ("offsets 2^64", {"a": {"dtype": "F16", "shape": [1], "data_offsets": [0, 1 << 64]}}, 4, None, "outside"),
+    ("one offset", {"a": {"dtype": "F16", "shape": [1], "data_offsets": [0]}}, 4, None, "malformed data_offsets"),
+    ("no dtype", {"a": {"shape": [1], "data_offsets": [0, 2]}}, 4, None, "not described"),
     ("size mismatch", {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}, 8, None, "span"),
     ("huge shape", {"a": {"dtype": "F32", "shape": [1 << 40, 1 << 40], "data_offsets": [0, 4]}}, 8, None, "larger than"),
     ("overlap", {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
@@ -180,14 +182,13 @@ def test_crafted_safetensors(tmp_path: Path, case: str, header, data: int, heade
     refused(folder, match)
 
 
-def test_safetensors_deep_nesting_duplicates_and_short_files(tmp_path: Path) -> None:
+def test_safetensors_deep_nesting_and_short_files(tmp_path: Path) -> None:
     folder = st_folder(tmp_path)
     deep = b"{" + b'"a":[' * 200_000
     (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(deep)) + deep)
     refused(folder, "nested too deeply|not valid JSON")
-    dup = b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'
-    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(dup)) + dup + b"\0")
-    refused(folder, "repeats the key")
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", 1 << 20) + b"{")
+    refused(folder, "truncated")
     (folder / "model.safetensors").write_bytes(b"\x01\x02")
     refused(folder, "too short")
 
@@ -285,7 +286,7 @@ def _fuzz_one(kind: str, muts: list) -> None:
         assert time.perf_counter() - start < FAST_S
 
 
-FUZZ = settings(max_examples=int(os.environ.get("MODELFILE_FUZZ_EXAMPLES", "300")), deadline=None,
+FUZZ = settings(max_examples=int(os.environ.get("MODELFILE_FUZZ_EXAMPLES", "800")), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 
 

@@ -26,11 +26,6 @@ from advisor.catalog.types import (
 )
 from advisor.errors import AdvisorError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
 USER_DIR_ENV = "ADVISOR_CONFIG_DIR"
 MAX_TOML_BYTES = 8 * 1024 * 1024
 """A catalog file larger than this is refused before it is read (nothing legitimate comes close)."""
@@ -87,6 +82,10 @@ def cache_dir() -> Path | None:
 
 def read_toml(path: Path) -> dict[str, Any]:
     """Parse one TOML file, bounded in size; any problem is an AdvisorError naming the file."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib
     try:
         size = path.stat().st_size
         if size > MAX_TOML_BYTES:
@@ -167,12 +166,13 @@ def _builtin_data() -> list[tuple[str, bool, dict[str, Any]]]:
     never code) under the user's cache dir, keyed by each file's name, size and mtime; a stale or
     unreadable cache is simply rebuilt.
     """
-    import hashlib
     import json
+    import zlib
 
     db_dir, rules_dir = builtin_dirs()
     paths = _toml_files(db_dir) + _toml_files(rules_dir)
-    key = hashlib.sha256(repr([(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths]).encode()).hexdigest()[:16]
+    stamp = repr([(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths]).encode()
+    key = f"{zlib.crc32(stamp):08x}{zlib.adler32(stamp):08x}"
     folder = cache_dir()
     cached = folder / f"catalog-{key}.json" if folder else None
     if cached is not None:

@@ -7,7 +7,6 @@ ambiguous names are an AdvisorError listing the closest ids.
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Mapping, TypeVar
 
@@ -54,6 +53,8 @@ def resolve(entries: Mapping[str, T], text: str, what: str) -> str:
     contained = sorted(i for i in entries if key in normal(i))
     if len(contained) == 1:
         return contained[0]
+    import difflib
+
     close = contained or difflib.get_close_matches(key, list(entries), n=5, cutoff=0.5)
     hint = f"closest: {', '.join(close[:6])}" if close else f"see `advisor {what}s` for the ids"
     if len(contained) > 1:

@@ -1,8 +1,8 @@
 """The catalog's entry types: what exists (GPUs, LLMs) and the rulebook's tables (quants, runtimes).
 
-They are frozen stdlib dataclasses so that the headless path can build them without importing
-pydantic (pydantic alone costs more start-up time than `advisor check --json` may take). The same
-classes are the pydantic schema: `advisor.catalog.schema` validates every file against them with
+They are frozen records (`advisor.record`: dataclasses without generated code) so that the
+headless path can build them without importing pydantic (pydantic alone costs more start-up time
+than `advisor check --json` may take). The same classes are the pydantic schema: `advisor.catalog.schema` validates every file against them with
 unknown keys rejected (`__pydantic_config__`), `advisor catalog validate` and the test-suite run that
 validation over the built-in files, and user files are always validated before use.
 
@@ -11,7 +11,8 @@ Sizes are integer bytes or GiB floats as named; bandwidth is GB/s (10^9 B/s); co
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+from advisor.record import Record, record
 
 GIB = 1024**3
 
@@ -19,8 +20,8 @@ GIB = 1024**3
 _STRICT = {"extra": "forbid", "use_attribute_docstrings": True, "frozen": True}
 
 
-@dataclass(frozen=True, slots=True)
-class Price:
+@record
+class Price(Record):
     """A price in US dollars, with when and where it was seen."""
 
     __pydantic_config__ = _STRICT
@@ -35,8 +36,8 @@ class Price:
     """`new`, `used` or `msrp` (the launch list price)."""
 
 
-@dataclass(frozen=True, slots=True)
-class NvlinkSpec:
+@record
+class NvlinkSpec(Record):
     """A GPU's NVLink capability."""
 
     __pydantic_config__ = _STRICT
@@ -51,8 +52,8 @@ class NvlinkSpec:
     """`bridge` (a connector joining a pair), `switch` (NVSwitch all-to-all) or `mesh` (direct links)."""
 
 
-@dataclass(frozen=True, slots=True)
-class GpuSpec:
+@record
+class GpuSpec(Record):
     """A GPU or unified-memory machine in the catalog."""
 
     __pydantic_config__ = _STRICT
@@ -105,8 +106,8 @@ class GpuSpec:
         return self.nvlink.gb_s if self.nvlink else 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class ModelSpec:
+@record
+class ModelSpec(Record):
     """An open-weights LLM, with the architecture values of its real `config.json`."""
 
     __pydantic_config__ = _STRICT
@@ -173,8 +174,8 @@ class ModelSpec:
         return self.kv_lora_rank > 0
 
 
-@dataclass(frozen=True, slots=True)
-class QuantSpec:
+@record
+class QuantSpec(Record):
     """A weight quantization format."""
 
     __pydantic_config__ = _STRICT
@@ -205,8 +206,8 @@ class QuantSpec:
     """Bits per weight of the embedding and output matrices when `linear_bits` is set."""
 
 
-@dataclass(frozen=True, slots=True)
-class RuntimeSpec:
+@record
+class RuntimeSpec(Record):
     """An inference runtime and what it costs in memory beyond weights and KV cache."""
 
     __pydantic_config__ = _STRICT
@@ -243,8 +244,8 @@ class RuntimeSpec:
     """Anything a reader of the entry should know."""
 
 
-@dataclass(frozen=True, slots=True)
-class PresetRig:
+@record
+class PresetRig(Record):
     """A named rig people ask about (for the app's picker and examples)."""
 
     __pydantic_config__ = _STRICT
@@ -263,8 +264,8 @@ class PresetRig:
     """What this rig stands for."""
 
 
-@dataclass(frozen=True, slots=True)
-class Catalog:
+@record
+class Catalog(Record):
     """Everything the engine knows, merged from the built-in and user files."""
 
     gpus: dict[str, GpuSpec]

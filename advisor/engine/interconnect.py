@@ -10,16 +10,16 @@ else a generic NVLink 3 bridge) against the rig as it is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from advisor.record import Record, record
 from advisor.catalog.types import ModelSpec
 from advisor.engine.placement import Placement
 from advisor.engine.rig import Rig
 from advisor.engine.speed import pcie_gb_s
 
 
-@dataclass(frozen=True, slots=True)
-class Link:
+@record
+class Link(Record):
     kind: str
     """`nvlink`, `pcie_p2p`, `pcie_host` or `network`."""
     gb_s: float
@@ -57,8 +57,8 @@ def slowest_link(rig: Rig, devices: list[int], rules: dict, mode: str = "as_is")
     return min(links, key=lambda l: (l.gb_s, -l.latency_us))
 
 
-@dataclass(frozen=True, slots=True)
-class LinkTimes:
+@record
+class LinkTimes(Record):
     decode_s: float
     prefill_s: float
     link: Link

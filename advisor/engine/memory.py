@@ -7,16 +7,16 @@ exact (KV cache, F16 weights); whole-model bits per weight for quantized catalog
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 
+from advisor.record import Record, record
 from advisor.catalog.types import GIB, ModelSpec, QuantSpec, RuntimeSpec
 
 MIB = 1024**2
 
 
-@dataclass(frozen=True, slots=True)
-class WeightsLayout:
+@record
+class WeightsLayout(Record):
     """A model's weights at one quantization, cut where the runtimes cut them."""
 
     total_bytes: int

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from advisor.record import Record, record
 
 RUNTIMES = ("llama.cpp", "ollama", "vllm", "exllamav2", "mlx", "transformers")
 KV_TYPES = ("f16", "q8_0", "q4_0", "fp8")
@@ -12,8 +12,8 @@ DEFAULT_CTX = 8192
 DEFAULT_PROMPT_TOKENS = 512
 
 
-@dataclass(frozen=True, slots=True)
-class Options:
+@record
+class Options(Record):
     """The model options of the contract (`--quant`, `--ctx`, ...), with their defaults."""
 
     quant: str | None = None

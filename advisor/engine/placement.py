@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from dataclasses import dataclass
 from functools import lru_cache
 
+from advisor.record import Record, record
 from advisor.catalog.types import GIB, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
 from advisor.engine.options import Options
 from advisor.engine.rig import Rig
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceUse:
+@record
+class DeviceUse(Record):
     """What one device holds."""
 
     device: str
@@ -49,8 +49,8 @@ class DeviceUse:
         return self.total_bytes <= self.capacity_bytes
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
+@record
+class Placement(Record):
     strategy: str
     """`single_gpu`, `layer_split`, `tensor_parallel`, `cpu_offload`, `moe_offload`, `cpu_only` or `none`."""
     devices: tuple[DeviceUse, ...]

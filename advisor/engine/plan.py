@@ -9,8 +9,9 @@ the target that the same GPUs without NVLink miss, or is cheaper.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from advisor.record import Record, record
 from advisor.catalog.types import GIB, Catalog, GpuSpec, ModelSpec, QuantSpec
 from advisor.engine.check import check_options, estimate_speed, fallback_quant, resolve_quant
 from advisor.engine.options import DEFAULT_CTX, Options
@@ -20,8 +21,8 @@ from advisor.engine.rig import Rig, RigGpu, nvlink_pairs
 COUNTS = (1, 2, 3, 4, 6, 8)
 
 
-@dataclass(frozen=True, slots=True)
-class PlanOption:
+@record
+class PlanOption(Record):
     gpus: tuple[tuple[int, str], ...]
     """(count, id) of every GPU in the rig."""
     new_gpus: tuple[tuple[int, str], ...]
@@ -40,8 +41,8 @@ class PlanOption:
     why: str
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+@record
+class Plan(Record):
     model: ModelSpec
     quant: QuantSpec
     context_tokens: int

@@ -8,8 +8,9 @@ divergence over the rulebook's threshold, below ~Q3); then decode speed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from advisor.record import Record, record
 from advisor.catalog.types import Catalog, ModelSpec
 from advisor.engine.check import evaluate
 from advisor.engine.options import Options
@@ -17,8 +18,8 @@ from advisor.engine.result import Report
 from advisor.engine.rig import Rig
 
 
-@dataclass(frozen=True, slots=True)
-class Ranked:
+@record
+class Ranked(Record):
     model: ModelSpec
     report: Report
     tier: int

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from advisor.record import Record, record
 from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine.options import Options
 from advisor.engine.placement import Placement
@@ -12,8 +12,8 @@ from advisor.engine.rig import Rig
 SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+@record
+class Finding(Record):
     """One rule's verdict, in words."""
 
     code: str
@@ -23,8 +23,8 @@ class Finding:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class Speed:
+@record
+class Speed(Record):
     decode_tokens_per_s: float | None
     """Single-stream decode at short context (llama-bench tg)."""
     prefill_tokens_per_s: float | None
@@ -41,8 +41,8 @@ class Speed:
     """The usual error of this estimate on public measurements."""
 
 
-@dataclass(frozen=True, slots=True)
-class Interconnect:
+@record
+class Interconnect(Record):
     nvlink: str
     """`not_applicable`, `not_needed`, `helps` or `needed`."""
     link_time_share: float
@@ -55,8 +55,8 @@ class Interconnect:
     """Arithmetic lines (label, value) behind the verdict."""
 
 
-@dataclass(frozen=True, slots=True)
-class Training:
+@record
+class Training(Record):
     """Memory and step time for a training workload."""
 
     workload: str
@@ -73,8 +73,8 @@ class Training:
     basis: str
 
 
-@dataclass(frozen=True, slots=True)
-class Report:
+@record
+class Report(Record):
     model: ModelSpec
     quant: QuantSpec
     quant_chosen: bool

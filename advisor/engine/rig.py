@@ -6,14 +6,15 @@ only reads it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from advisor.record import Record, record
 from advisor.catalog.types import GpuSpec
 from advisor.errors import AdvisorError
 
 
-@dataclass(frozen=True, slots=True)
-class RigGpu:
+@record
+class RigGpu(Record):
     """One GPU of a rig."""
 
     spec: GpuSpec
@@ -36,8 +37,8 @@ class RigGpu:
         return f"gpu{self.index}"
 
 
-@dataclass(frozen=True, slots=True)
-class Rig:
+@record
+class Rig(Record):
     """GPUs, their links, and the host they sit in."""
 
     gpus: tuple[RigGpu, ...]

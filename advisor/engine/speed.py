@@ -15,16 +15,16 @@ tests/data/speed_measurements.csv; bench/accuracy.py prints the error they leave
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from advisor.record import Record, record
 from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
 from advisor.engine.placement import Placement
 from advisor.engine.rig import Rig
 
 
-@dataclass(frozen=True, slots=True)
-class StepTimes:
+@record
+class StepTimes(Record):
     """Seconds per token (decode) or per prompt (prefill), split into where the time goes."""
 
     gpu_s: float

@@ -80,7 +80,8 @@ def from_folder(folder: Path, *, source: str = "safetensors folder", name: str |
         ggufs = [p for p in sorted(folder.glob("*.gguf")) if "mmproj" not in p.name.lower()
                  and (not (m := _SPLIT.match(p.name)) or m.group("i") == "00001")]
         if len(ggufs) == 1:
-            return from_gguf(ggufs[0], name=name, sources=sources)
+            return from_gguf(ggufs[0], source="gguf file" if source == "safetensors folder" else source,
+                             name=name, sources=sources)
         if len(ggufs) > 1:
             bad_file(folder, f"holds {len(ggufs)} GGUF models ({', '.join(p.name for p in ggufs[:3])})", "pass one .gguf file")
     if not cfg_path.is_file():

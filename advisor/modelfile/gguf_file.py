@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from advisor.modelfile import limits
 from advisor.modelfile.ggml_types import GGML_TYPES
@@ -34,7 +34,7 @@ _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: 
 _STRING, _ARRAY = 8, 9
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class GgufArray:
     """An array value: its item type, length, and its items when short and numeric."""
 
@@ -43,9 +43,8 @@ class GgufArray:
     values: tuple | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Tensor:
-    """One tensor as a file describes it."""
+class Tensor(NamedTuple):
+    """One tensor as a file describes it (a NamedTuple: a model may have 10^5 of them)."""
 
     name: str
     dtype: str
@@ -57,7 +56,7 @@ class Tensor:
     kernel: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class GgufFile:
     path: Path
     version: int
@@ -74,11 +73,13 @@ class _Cursor:
         self.base = 0
         self.buf = b""
         self.string_items = 0
+        self._structs: dict[str, struct.Struct] = {}
 
     def left(self) -> int:
         return self.size - self.pos
 
-    def _need(self, n: int, what: str) -> int:
+    def need(self, n: int, what: str) -> int:
+        """Offset in `buf` of the next `n` bytes, refilling the window; refuses reads past the end."""
         if n > self.size - self.pos:
             bad_file(self.path, f"truncated: {what} at byte {self.pos} needs {n} bytes, the file ends at {self.size}")
         off = self.pos - self.base
@@ -90,19 +91,22 @@ class _Cursor:
                 bad_file(self.path, f"truncated: the file ended at byte {self.pos + len(self.buf)} while reading {what}")
         return off
 
-    def unpack(self, code: str, what: str) -> Any:
-        fmt = self.order + code
-        n = struct.calcsize(fmt)
-        off = self._need(n, what)
-        self.pos += n
-        return struct.unpack_from(fmt, self.buf, off)[0]
+    def _struct(self, code: str) -> struct.Struct:
+        st = self._structs.get(code)
+        if st is None:
+            st = self._structs[code] = struct.Struct(self.order + code)
+        return st
 
-    def unpack_many(self, code: str, count: int, what: str) -> tuple:
-        fmt = f"{self.order}{count}{code}"
-        n = struct.calcsize(fmt)
-        off = self._need(n, what)
-        self.pos += n
-        return struct.unpack_from(fmt, self.buf, off)
+    def unpack_many(self, code: str, what: str) -> tuple:
+        st = self._struct(code)
+        off = self.pos - self.base
+        if off < 0 or off + st.size > len(self.buf):  # the fast path stays inside the window
+            off = self.need(st.size, what)
+        self.pos += st.size
+        return st.unpack_from(self.buf, off)
+
+    def unpack(self, code: str, what: str) -> Any:
+        return self.unpack_many(code, what)[0]
 
     def skip(self, n: int, what: str) -> None:
         if n > self.size - self.pos:
@@ -117,7 +121,7 @@ class _Cursor:
         if n > limit:
             self.pos += n
             return None
-        off = self._need(n, what)
+        off = self.need(n, what)
         raw = self.buf[off : off + n]
         self.pos += n
         try:
@@ -129,11 +133,14 @@ class _Cursor:
         self.string_items += count
         if self.string_items > limits.MAX_STRING_ITEMS:
             bad_file(self.path, f"{what}: more than {limits.MAX_STRING_ITEMS} strings in arrays")
-        fmt = struct.Struct(self.order + "Q")
+        unpack = struct.Struct(self.order + "Q").unpack_from
+        end = self.size
         for _ in range(count):
-            off = self._need(8, what)
-            n = fmt.unpack_from(self.buf, off)[0]
-            if n > self.size - self.pos - 8:
+            off = self.pos - self.base
+            if off + 8 > len(self.buf):
+                off = self.need(8, what)
+            n = unpack(self.buf, off)[0]
+            if n > end - self.pos - 8:
                 bad_file(self.path, f"{what}: a string at byte {self.pos} claims {n} bytes, past the end of the file")
             self.pos += 8 + n
 
@@ -215,7 +222,10 @@ def _read_value(cur: _Cursor, vtype: int, key: str) -> Any:
     if count * item > cur.left():
         bad_file(cur.path, f"array {key!r} claims {count} items, more than the file can hold")
     if count <= limits.MAX_KEPT_ARRAY:
-        return GgufArray(itype, count, cur.unpack_many(_SCALARS[itype], count, f"array {key!r}"))
+        fmt = f"{cur.order}{count}{_SCALARS[itype]}"
+        off = cur.need(item * count, f"array {key!r}")
+        cur.pos += item * count
+        return GgufArray(itype, count, struct.unpack_from(fmt, cur.buf, off))
     cur.skip(count * item, f"array {key!r}")
     return GgufArray(itype, count)
 
@@ -224,12 +234,10 @@ def _read_tensor_info(cur: _Cursor, i: int) -> tuple[str, int, tuple[int, ...], 
     name = cur.string(f"name of tensor #{i}", limits.MAX_KEY_LEN)
     if name is None:
         bad_file(cur.path, f"name of tensor #{i} is longer than {limits.MAX_KEY_LEN} bytes")
-    n_dims = cur.unpack("I", f"dimensions of {name[:100]!r}")
+    n_dims = cur.unpack("I", "tensor dimensions")
     if n_dims > limits.MAX_GGUF_DIMS:
         bad_file(cur.path, f"tensor {name[:100]!r} claims {n_dims} dimensions (GGUF allows {limits.MAX_GGUF_DIMS})")
-    dims = cur.unpack_many("Q", n_dims, f"shape of {name[:100]!r}") if n_dims else ()
-    ttype = cur.unpack("I", f"type of {name[:100]!r}")
-    offset = cur.unpack("Q", f"offset of {name[:100]!r}")
+    *dims, ttype, offset = cur.unpack_many(f"{n_dims}QIQ", "tensor shape, type and offset")
     return name, ttype, tuple(dims), offset
 
 

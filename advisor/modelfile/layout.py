@@ -24,7 +24,7 @@ _ST_LAYER = re.compile(r"layers\.(\d{1,6})\.")
 _ST_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Tally:
     layout: WeightsLayout
     output_present: bool
@@ -90,10 +90,11 @@ def _classify(name: str, scheme: str) -> tuple[str, int, bool]:
             return "layer", int(m.group(1)), bool(_GGUF_EXPERT.search(name))
         return "other", 0, False
     key = name
-    for prefix in _ST_PREFIXES:
-        if name.startswith(prefix):
-            key = name[len(prefix):]
-            break
+    if name.startswith(_ST_PREFIXES):
+        for prefix in _ST_PREFIXES:
+            if name.startswith(prefix):
+                key = name[len(prefix):]
+                break
     if key.startswith("embed_tokens."):
         return "embed", 0, False
     if key.startswith("lm_head."):

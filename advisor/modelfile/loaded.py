@@ -8,7 +8,7 @@ from advisor.catalog.types import ModelSpec, QuantSpec
 from advisor.engine.memory import WeightsLayout
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LoadedModel:
     """A model read from a file, folder or local store.
 

@@ -9,13 +9,13 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from advisor.probe.types import DetectedGpu, Detection, PcieLink, SystemInfo
-
 if TYPE_CHECKING:
     from advisor.probe.system import Runner
+    from advisor.probe.types import Detection
 
 _LAZY = {"read_nvml": "advisor.probe.nvml", "read_smi_xml": "advisor.probe.smi_xml",
-         "read_topo_matrix": "advisor.probe.smi_xml"}
+         "read_topo_matrix": "advisor.probe.smi_xml", "DetectedGpu": "advisor.probe.types",
+         "Detection": "advisor.probe.types", "PcieLink": "advisor.probe.types", "SystemInfo": "advisor.probe.types"}
 
 
 def __getattr__(name: str) -> Any:
@@ -38,8 +38,9 @@ def detect(
     *,
     platform: str | None = None,
     run: "Runner | None" = None,
-) -> Detection:
+) -> "Detection":
     """The local machine: NVML first, then AMD (sysfs), then Apple silicon (sysctl)."""
+    from advisor.probe.types import Detection, SystemInfo
     from advisor.probe.nvml import read_nvml
     from advisor.probe.system import apple_gpu, read_amd_gpus, read_system
 

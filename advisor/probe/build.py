@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from advisor.catalog.resolve import resolve
 from advisor.catalog.types import GIB, Catalog, GpuSpec
 from advisor.engine.rig import Rig, RigGpu
 from advisor.errors import AdvisorError
 from advisor.probe.flags import parse_pcie, parse_ram, rig_from_flags
-from advisor.probe.types import Detection, DetectedGpu
+
+if TYPE_CHECKING:
+    from advisor.probe.types import Detection, DetectedGpu
 
 
 def match_gpu(catalog: Catalog, name: str, vram_bytes: int | None = None) -> str | None:
@@ -78,6 +81,16 @@ def rig_from_detection(catalog: Catalog, det: Detection, empty: bool = False) ->
         source=det.source if gpus else "cpu-only", warnings=tuple(warnings))
 
 
+def host_ram_bytes() -> int | None:
+    """This machine's RAM without importing the probes (what /proc/meminfo's MemTotal says)."""
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def build_rig(catalog: Catalog, gpus: list[str] | None = None, nvlink: bool = False, pcie: str | None = None,
               ram: str | None = None, rig_file: Path | None = None, empty: bool = False,
               detection: Detection | None = None) -> Rig:
@@ -96,18 +109,8 @@ def build_rig(catalog: Catalog, gpus: list[str] | None = None, nvlink: bool = Fa
                                                       for g in rig.gpus))
         return rig
     if gpus:
-        system_ram = None
-        bw = None
-        if ram is None:
-            from advisor.probe.system import read_system
-
-            try:
-                info = read_system()
-                system_ram, bw = info.ram_bytes, info.ram_bandwidth_gb_s
-            except Exception:  # noqa: BLE001 - the default applies
-                system_ram = None
-        return rig_from_flags(catalog, gpus, nvlink=nvlink, pcie=pcie, ram=ram, default_ram_bytes=system_ram,
-                              ram_bandwidth_gb_s=bw)
+        return rig_from_flags(catalog, gpus, nvlink=nvlink, pcie=pcie, ram=ram,
+                              default_ram_bytes=None if ram is not None else host_ram_bytes())
     if nvlink or pcie:
         raise AdvisorError("--nvlink and --pcie describe GPUs given with --gpu", "add --gpu SPEC")
     if detection is None:

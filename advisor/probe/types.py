@@ -6,12 +6,13 @@ Sizes are integer bytes; a value that could not be read is `None`, never 0 (rule
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable
+from advisor.record import Record, record
 
 
-@dataclass(frozen=True, slots=True)
-class PcieLink:
+@record
+class PcieLink(Record):
     """A GPU's PCIe host link."""
 
     gen_max: int | None = None
@@ -38,8 +39,8 @@ class PcieLink:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class DetectedGpu:
+@record
+class DetectedGpu(Record):
     """One GPU as a probe saw it."""
 
     index: int
@@ -88,8 +89,8 @@ class DetectedGpu:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class SystemInfo:
+@record
+class SystemInfo(Record):
     """The host: memory and CPU."""
 
     ram_bytes: int | None = None
@@ -111,8 +112,8 @@ class SystemInfo:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Detection:
+@record
+class Detection(Record):
     """Everything one probe run found."""
 
     source: str

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 
+from advisor.record import Record, record
 from advisor.catalog.types import GIB
 from advisor.engine.result import Report
 
@@ -16,8 +16,8 @@ STRATEGY_WORDS = {
 }
 
 
-@dataclass(frozen=True)
-class Section:
+@record
+class Section(Record):
     title: str
     rows: tuple[tuple[str, ...], ...]
     header: tuple[str, ...] = ()
