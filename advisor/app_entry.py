@@ -22,8 +22,12 @@ def make_app(args: argparse.Namespace):
     from advisor.probe.build import build_rig
     from advisor.probe.flags import parse_ram
 
+    from advisor.cli import model_from_arg
+
     catalog = load_catalog()
-    model = resolve(catalog.models, args.model, "model") if args.model else None
+    ref = model_from_arg(args.model) if args.model else None
+    loaded = ref if ref is not None and not isinstance(ref, str) else None
+    model = resolve(catalog.models, ref, "model") if isinstance(ref, str) else None
     rig = None
     if args.gpu or args.rig:
         rig = build_rig(catalog, gpus=args.gpu, nvlink=args.nvlink, pcie=args.pcie, ram=args.ram,
@@ -35,7 +39,7 @@ def make_app(args: argparse.Namespace):
 
     from advisor.tui.app import AdvisorApp
 
-    return AdvisorApp(catalog, model=model, rig=rig, ram=args.ram, empty=args.empty)
+    return AdvisorApp(catalog, model=model, rig=rig, ram=args.ram, empty=args.empty, loaded=loaded)
 
 
 def run_app(args: argparse.Namespace) -> int:

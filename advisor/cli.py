@@ -91,7 +91,9 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
     from advisor.engine.options import DEFAULT_CTX, DEFAULT_PROMPT_TOKENS, RUNTIMES, WORKLOADS
 
     if model:
-        p.add_argument("model", metavar="MODEL", help="a catalog model id or name (see `advisor models`)")
+        p.add_argument("model", metavar="MODEL",
+                       help="a catalog model id or name (see `advisor models`), a .gguf file, a model folder or "
+                            "config.json, ollama:NAME[:TAG] or hf:ORG/NAME (read from the local caches)")
     g = p.add_argument_group("model options")
     g.add_argument("--quant", metavar="Q", help="quantization id, e.g. Q4_K_M, Q8_0, F16, fp8, awq, exl2-4.65 "
                                                   "(default: the best quality that fits, said so)")
@@ -232,13 +234,25 @@ def rig_from_args(args: argparse.Namespace, catalog):
                      rig_file=args.rig, empty=args.empty)
 
 
+def model_from_arg(text: str):
+    """A catalog id/name stays a string; a file, folder, `ollama:` or `hf:` reference is read."""
+    import os
+
+    if not (text.startswith(("ollama:", "hf:")) or text.endswith((".gguf", ".json", ".safetensors"))
+            or os.path.exists(os.path.expanduser(text))):
+        return text  # the common case: no need to import the file readers
+    from advisor.modelfile import read_model
+
+    return read_model(text)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from advisor.catalog.load import load_catalog
     from advisor.engine.check import evaluate
 
     catalog = load_catalog()
     rig = rig_from_args(args, catalog)
-    report = evaluate(catalog, rig, args.model, options_from(args))
+    report = evaluate(catalog, rig, model_from_arg(args.model), options_from(args))
     fmt = _fmt(args)
     if fmt == "json":
         from advisor.report.jsonout import check_json

@@ -74,14 +74,31 @@ def fallback_quant(catalog: Catalog, runtime: RuntimeSpec) -> QuantSpec:
     return resolve_quant(catalog, sel["fallback"][key])
 
 
-def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | str, options: Options = Options()) -> Report:
-    """Fit, placement, memory, speed, interconnect verdict and findings for one model on one rig."""
-    if isinstance(model, str):
+def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) -> Report:
+    """Fit, placement, memory, speed, interconnect verdict and findings for one model on one rig.
+
+    `model` is a catalog id or name, a ModelSpec, or a model read from its own files
+    (`advisor.modelfile.LoadedModel`: its real tensor sizes replace the bits-per-weight estimate).
+    """
+    loaded = model if hasattr(model, "layout") and hasattr(model, "spec") else None
+    if loaded is not None:
+        model = loaded.spec
+    elif isinstance(model, str):
         model = catalog.models[resolve(catalog.models, model, "model")]
     runtime = check_options(catalog, options)
     rules = catalog.rules
     ctx = min(options.ctx or DEFAULT_CTX, model.max_context)
-    if options.quant:
+    if loaded is not None and (loaded.exact or not options.quant):
+        if options.quant and resolve_quant(catalog, options.quant).id != loaded.quant.id:
+            raise AdvisorError(f"--quant {options.quant}: the file's weights are {loaded.quant.id}",
+                               "drop --quant: a model file fixes its quantization")
+        if runtime.id not in loaded.quant.runtimes:
+            raise AdvisorError(f"{runtime.name} does not load {loaded.source} weights",
+                               f"use --runtime {loaded.quant.runtimes[0]}")
+        layout = replace(loaded.layout, output_bytes=loaded.layout.output_bytes + loaded.other_bytes)
+        placer = Placer(model, loaded.quant, runtime, rig, options, rules, layout=layout)
+        quant, chosen = loaded.quant, False
+    elif options.quant:
         quant = resolve_quant(catalog, options.quant)
         if runtime.id not in quant.runtimes:
             raise AdvisorError(f"{runtime.name} does not load {quant.id}",
@@ -108,7 +125,7 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | str, options: Option
     report = Report(model=model, quant=quant, quant_chosen=chosen, runtime=runtime, split=split,
                     context_tokens=ctx, options=options, rig=rig, placement=placement,
                     kv_cache_bytes=kv_total, max_context_tokens=max_ctx, speed=speed, interconnect=inter,
-                    findings=())
+                    findings=(), model_source=f"{loaded.source}: {loaded.spec.sources[0]}" if loaded else "catalog")
     if options.workload != "inference":
         from advisor.engine.training import estimate_training, training_verdict
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
+from dataclasses import replace
 from functools import lru_cache
 
 from advisor.record import Record, record
@@ -67,6 +68,8 @@ class Placement(Record):
     """MoE layers whose routed experts sit in system RAM."""
     problem: str = ""
     """Why it does not run or fit, in words."""
+    layout: mem.WeightsLayout | None = None
+    """The weights this placement cut up (from the catalog's bits per weight, or a real file's tensors)."""
 
     @property
     def offloaded_bytes(self) -> int:
@@ -144,10 +147,10 @@ class Placer:
     """Places one (model, quant, runtime, options) on one rig; `at(ctx)` gives the placement."""
 
     def __init__(self, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec, rig: Rig,
-                 options: Options, rules: dict) -> None:
+                 options: Options, rules: dict, layout: mem.WeightsLayout | None = None) -> None:
         self.model, self.quant, self.runtime, self.rig = model, quant, runtime, rig
         self.options, self.rules = options, rules
-        self.layout = mem.weights_layout(model, quant)
+        self.layout = layout or mem.weights_layout(model, quant)
         self.caps = usable_capacity(rig, runtime, rules)
         self.host_cap = host_capacity(rig, rules)
         self.split = options.split or runtime.default_split
@@ -174,6 +177,9 @@ class Placer:
 
     # -- strategies ------------------------------------------------------------------------------
     def at(self, ctx: int) -> Placement:
+        return replace(self._at(ctx), layout=self.layout)
+
+    def _at(self, ctx: int) -> Placement:
         if self.rig.is_cpu_only:
             return self._cpu_only(ctx)
         if len(self.rig.gpus) > 1 and self.split == "tensor":

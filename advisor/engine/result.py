@@ -91,6 +91,8 @@ class Report(Record):
     interconnect: Interconnect
     findings: tuple[Finding, ...]
     training: Training | None = None
+    model_source: str = "catalog"
+    """Where the architecture and weights came from: `catalog`, or a file/store and its path."""
 
     @property
     def fits(self) -> bool:

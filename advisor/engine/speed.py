@@ -86,7 +86,7 @@ def _active_device_bytes(placement: Placement, layout: mem.WeightsLayout, model:
 def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
                 rules: dict, kv_depth_bytes: list[int] | None = None, streams: int = 1) -> StepTimes:
     """Seconds for one decode step of `streams` sequences (their KV reads included)."""
-    layout = mem.weights_layout(model, quant)
+    layout = placement.layout or mem.weights_layout(model, quant)
     s = rules["speed"]["decode"]
     kv = kv_depth_bytes or [0] * len(placement.devices)
     reads = _active_device_bytes(placement, layout, model)
@@ -130,13 +130,15 @@ def prefill_time(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantS
     the GPUs, so they overlap instead of waiting for each other.
     """
     s = rules["speed"]["prefill"]
-    layout = mem.weights_layout(model, quant)
+    layout = placement.layout or mem.weights_layout(model, quant)
     total_w = sum(layout.layer_bytes) + layout.output_bytes
     active_params = model.params_active - model.vocab_size * model.hidden_size  # the embedding is a lookup
     attn_flops = 2 * model.attention_heads * model.head_dim * prompt_tokens ** 2 * model.layers
     attn_eff = float(s["attention_efficiency"])
     backend = backend_of(rig.gpus[0].spec, runtime) if rig.gpus else "cpu"
     per_layer = _lookup(s["per_layer_us"], backend) * 1e-6
+    launch = _lookup(rules["speed"]["decode"]["per_layer_us"], backend) * 1e-6
+    step_cost = float(rules["speed"]["decode"]["per_token_us"]) * 1e-6
     times = []
     for i, d in enumerate(placement.devices):
         if d.total_bytes == 0:
@@ -145,8 +147,14 @@ def prefill_time(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantS
         share = 1 / len(placement.devices) if placement.strategy == "tensor_parallel" else \
             (d.weights_bytes / total_w if total_w else 0.0)
         peak = g.fp16_tflops * 1e12
-        times.append(2 * active_params * share * prompt_tokens / (peak * prefill_efficiency(g, quant, rules))
-                     + attn_flops * share / (peak * attn_eff) + d.layers * per_layer)
+        compute = (2 * active_params * share * prompt_tokens / (peak * prefill_efficiency(g, quant, rules))
+                   + attn_flops * share / (peak * attn_eff))
+        # floor: each micro-batch reads the device's weights at least once and launches every layer's
+        # kernels, which a decode step measures (the decode per-layer cost)
+        n_ub = max(1, -(-prompt_tokens // runtime.ubatch))
+        stream = n_ub * (d.weights_bytes / (g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules))
+                         + d.layers * launch + step_cost)
+        times.append(max(compute, stream) + d.layers * per_layer)
     if placement.strategy == "tensor_parallel":
         gpu_s = max(times, default=0.0)
     elif len(times) > 1:

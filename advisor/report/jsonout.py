@@ -15,7 +15,7 @@ def check_json(r: Report) -> dict[str, Any]:
     out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "model": {"id": r.model.id, "name": r.model.name, "params_total": r.model.params_total,
-                  "params_active": r.model.params_active},
+                  "params_active": r.model.params_active, "source": r.model_source},
         "quant": r.quant.id,
         "quant_chosen_by_advisor": r.quant_chosen,
         "runtime": r.runtime.id,

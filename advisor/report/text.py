@@ -58,6 +58,7 @@ def document(r: Report) -> list[Section]:
         ("placement", STRATEGY_WORDS.get(p.strategy, p.strategy) + (f" ({p.gpu_layers}/{r.model.layers} layers on GPU)"
                                                                     if p.strategy == "cpu_offload" else "")),
         ("quantization", r.quant.id + quant_note),
+        ("model from", r.model_source),
         ("runtime / split", f"{r.runtime.name} / {r.split}"),
         ("context", f"{r.context_tokens:,} tokens, {r.options.kv_type} KV"
                     + (f", {r.options.concurrency} streams" if r.options.concurrency > 1 else "")),

@@ -7,6 +7,8 @@ waits on NVML.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from pathlib import Path
 from typing import Callable
@@ -58,10 +60,12 @@ class MainScreen(Screen[None]):
     ]
 
     def __init__(self, catalog: Catalog, model_id: str, rig: Rig | None, probe: Probe,
-                 ram: str | None = None, empty: bool = False) -> None:
+                 ram: str | None = None, empty: bool = False, loaded=None) -> None:
         super().__init__()
         self.catalog = catalog
         self.model_id = model_id
+        self.loaded = loaded
+        """A model read from its own file (advisor.modelfile.LoadedModel), or None."""
         self.rig = rig
         self.detected: Rig | None = None
         self.probe = probe
@@ -157,7 +161,8 @@ class MainScreen(Screen[None]):
             return  # Selects announce their first value on mount: nothing changed
         self._inputs = inputs
         try:
-            self.report = evaluate(self.catalog, self.rig, self.model_id, self.options())
+            model = self.loaded if self.loaded is not None and self.loaded.spec.id == self.model_id else self.model_id
+            self.report = evaluate(self.catalog, self.rig, model, self.options())
         except AdvisorError as exc:
             self.report = None
             answer.show_message(str(exc), error=True)
@@ -239,10 +244,13 @@ class AdvisorApp(App[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
 
     def __init__(self, catalog: Catalog, model: str | None = None, rig: Rig | None = None,
-                 probe: Probe | None = None, ram: str | None = None, empty: bool = False) -> None:
+                 probe: Probe | None = None, ram: str | None = None, empty: bool = False, loaded=None) -> None:
         super().__init__()
+        if loaded is not None:  # a model file: it joins the catalog under its own id
+            catalog = dataclasses.replace(catalog, models={**catalog.models, loaded.spec.id: loaded.spec})
+            model = loaded.spec.id
         model = model or (DEFAULT_MODEL if DEFAULT_MODEL in catalog.models else next(iter(catalog.models)))
-        self._main = MainScreen(catalog, model, rig, probe or _default_probe, ram=ram, empty=empty)
+        self._main = MainScreen(catalog, model, rig, probe or _default_probe, ram=ram, empty=empty, loaded=loaded)
 
     def get_default_screen(self) -> Screen:
         return self._main
