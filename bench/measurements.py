@@ -38,15 +38,19 @@ GPU_NAMES = {
     "nvidia rtx pro 6000 blackwell (variant not specified)": "rtx-pro-6000",
     "nvidia tesla v100 32 gb": "v100-pcie-32gb", "nvidia dgx spark": "dgx-spark",
     "nvidia a100 80gb pcie": "a100-pcie-80gb",
+    "nvidia dgx spark (nvidia-smi gpu name: nvidia gb10; memory-usage reported as not supported)": "dgx-spark",
     "m1 (7-core gpu)": "m1-8gb", "m1 max (32-core gpu)": "m1-max-64gb", "m1 ultra (64-core gpu)": "m1-ultra-128gb",
     "m2 max (38-core gpu)": "m2-max-96gb", "m2 ultra (76-core gpu)": "m2-ultra-192gb",
     "m3 max (40-core gpu)": "m3-max-128gb", "m4 max (40-core gpu)": "m4-max-128gb",
     "m3 ultra (80-core gpu)": "m3-ultra-512gb",
 }
 MODELS = {"llama-2-7b": "llama-2-7b", "llama-3-8b": "llama-3-8b", "llama-3-70b": "llama-3-70b",
-          "llama-3.1-8b": "llama-3.1-8b", "llama-2-13b": "llama-2-13b", "llama-2-70b": "llama-2-70b"}
+          "llama-3.1-8b": "llama-3.1-8b", "llama-2-13b": "llama-2-13b", "llama-2-70b": "llama-2-70b",
+          "gpt-oss-20b": "gpt-oss-20b", "gpt-oss-120b": "gpt-oss-120b",
+          "qwen3-coder-30b-a3b-instruct": "qwen3-coder-30b-a3b", "qwen2.5-coder-7b": "qwen2.5-coder-7b",
+          "gemma-3-4b-it-qat": "gemma-3-4b"}
 RUNTIMES = {"llama.cpp"}
-SPEED_DATASETS = ("xiongjiedai_llama3", "cuda_scoreboard_15013", "apple_4167")
+SPEED_DATASETS = ("xiongjiedai_llama3", "cuda_scoreboard_15013", "apple_4167", "dgx_spark_bench")
 """llama-bench tables: the speed fit and the headline error use these. Left out: the Dec 2023
 `./main` timings (row split, prompt-eval numbers that do not behave like llama-bench pp) and the
 MLC table whose llama.cpp column its own authors flag as broken (tests/data/speed_measurements.md)."""

@@ -87,3 +87,38 @@ def test_a_faster_link_never_makes_the_verdict_worse(catalog, model, quant, runt
         seen.append((ORDER[r.interconnect.nvlink], r.interconnect.link_time_share))
     assert [s[0] for s in seen] == sorted((s[0] for s in seen), reverse=True)
     assert [s[1] for s in seen] == sorted((s[1] for s in seen), reverse=True)
+
+
+def _two_boxes(tmp_path, gpu="rtx-3090", network="10gbe"):
+    path = tmp_path / "two.toml"
+    path.write_text(f'[rig]\nram_gib = 64\nnetwork = "{network}"\n'
+                    f'[[gpu]]\nid = "{gpu}"\ncount = 2\nnode = 0\n[[gpu]]\nid = "{gpu}"\ncount = 2\nnode = 1\n')
+    return path
+
+
+def test_layer_split_across_machines_is_fine(catalog, tmp_path):
+    from advisor.probe.rigfile import load_rig
+
+    rig = load_rig(catalog, _two_boxes(tmp_path))
+    r = evaluate(catalog, rig, "llama-3.1-70b", Options(quant="Q8_0"))
+    assert r.placement.strategy == "layer_split" and r.interconnect.link_time_share < 0.02
+    assert any(f.code == "NVL005" and f.severity == "info" for f in r.findings)
+
+
+def test_tensor_parallel_across_machines_is_warned_against(catalog, tmp_path):
+    from advisor.probe.rigfile import load_rig
+
+    rig = load_rig(catalog, _two_boxes(tmp_path))
+    r = evaluate(catalog, rig, "qwen2.5-72b", Options(quant="awq", runtime="vllm"))
+    assert r.placement.strategy == "tensor_parallel" and r.interconnect.link_time_share > 0.2
+    assert any(f.code == "NVL005" and f.severity == "warning" and "pipeline" in f.message for f in r.findings)
+
+
+def test_a_rig_file_spanning_machines_must_name_its_network(catalog, tmp_path):
+    from advisor.errors import AdvisorError
+    from advisor.probe.rigfile import load_rig
+
+    path = tmp_path / "bad.toml"
+    path.write_text('[[gpu]]\nid = "rtx-3090"\nnode = 0\n[[gpu]]\nid = "rtx-3090"\nnode = 1\n')
+    with pytest.raises(AdvisorError, match="network"):
+        load_rig(catalog, path)

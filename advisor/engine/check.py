@@ -228,7 +228,10 @@ def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant
         verdict = "not_needed"
     what = "tensor parallel does 2 all-reduces per layer per token" if placement.strategy == "tensor_parallel" \
         else f"layer split moves {model.hidden_size * 4 * streams / 1024:.0f} KiB per token between your GPUs"
-    if now.link.kind == "nvlink":
+    if now.link.kind == "network":
+        summary = (f"{what}: {share:.1%} of the {phase} time on {now.link.label}; NVLink cannot join machines, "
+                   f"so the split between them is what matters (see NVL005).")
+    elif now.link.kind == "nvlink":
         summary = (f"{what}: {share:.1%} of the {phase} time on {now.link.label}; over PCIe ({pcie.link.label}) "
                    f"{phase} would be {speedup:.2f}x slower")
         summary += ", so the bridge pays." if verdict != "not_needed" else ", so the bridge changes little."

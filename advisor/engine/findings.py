@@ -216,6 +216,25 @@ def nvl004_what_changes_it(r: Report, c: Catalog) -> Iterator[Finding]:
         yield Finding("NVL004", "info", "cheaper than a bridge: " + "; ".join(tips) + ".")
 
 
+def nvl005_across_machines(r: Report, c: Catalog) -> Iterator[Finding]:
+    """NVL005: GPUs in several machines: a layer (pipeline) split crosses the network once per token
+    per boundary and is fine; tensor parallel crosses it twice per layer and is the case to avoid."""
+    if r.rig.nodes < 2 or not r.runs:
+        return
+    net = r.rig.network or "the network"
+    share = r.interconnect.link_time_share
+    if r.placement.strategy == "tensor_parallel":
+        yield Finding("NVL005", "warning",
+                      f"tensor parallel across {r.rig.nodes} machines spends {share:.0%} of its time on {net}; split by "
+                      f"layer across machines instead and keep tensor parallel inside each (vLLM: "
+                      f"--pipeline-parallel-size {r.rig.nodes} with Ray; llama.cpp: --rpc; exo for Macs).")
+    else:
+        yield Finding("NVL005", "info",
+                      f"the layer split crosses {net} between {r.rig.nodes} machines: {share:.1%} of the time; "
+                      f"a faster network would change little (llama.cpp --rpc, vLLM pipeline parallel with Ray, "
+                      f"exo for Macs all split this way).")
+
+
 def trn001_training_fit(r: Report, c: Catalog) -> Iterator[Finding]:
     """TRN001: a training workload: say whether its memory fits per GPU and which strategy was assumed."""
     t = r.training
@@ -236,7 +255,7 @@ RULES: tuple[Rule, ...] = (
     fit001_fits, fit002_does_not_fit, fit003_cpu_only, fit004_uneven_split, ctx001_capped,
     ctx002_context_limited, qnt001_chosen, qnt002_steep_loss, kv001_quantized_kv, mem001_apple_limit,
     mem002_free_memory, tp001_divisibility, nvl001_verdict, nvl002_split_mode, nvl003_slot,
-    nvl004_what_changes_it, trn001_training_fit,
+    nvl004_what_changes_it, nvl005_across_machines, trn001_training_fit,
 )
 
 

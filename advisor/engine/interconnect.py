@@ -34,6 +34,10 @@ def gpu_link(rig: Rig, a: int, b: int, rules: dict, mode: str = "as_is") -> Link
     """The link between GPUs a and b: as the rig has it, or as if joined by `nvlink`, or over `pcie`."""
     ic = rules["interconnect"]
     ga, gb = rig.gpus[a], rig.gpus[b]
+    if ga.node != gb.node:  # different machines: the network, whatever the GPUs have inside a box
+        net = rig.network or "1gbe"
+        return Link("network", float(ic["network"]["gb_s"][net]), float(ic["network"]["latency_us"][net]),
+                    f"the network between machines ({net})")
     if mode == "nvlink" or (mode == "as_is" and rig.nvlinked(a, b)):
         nv = [g.spec.nvlink.gb_s for g in (ga, gb) if g.spec.nvlink] or [112.5]
         bw = min(nv) / 2 * float(ic["nvlink"]["efficiency"])
@@ -85,7 +89,8 @@ def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime_id: str
         prefill = count * (per_ar + ring * h * 2 * prompt_tokens / (link.gb_s * 1e9))
     else:
         boundaries = len(used) - 1
-        copy = float(ic["pcie"]["copy_latency_us"]["p2p" if link.kind in ("nvlink", "pcie_p2p") else "host_staged"])
+        copy = link.latency_us if link.kind == "network" else \
+            float(ic["pcie"]["copy_latency_us"]["p2p" if link.kind in ("nvlink", "pcie_p2p") else "host_staged"])
         decode = boundaries * (copy * 1e-6 + h * 4 * streams / (link.gb_s * 1e9))
         prefill = boundaries * (copy * 1e-6 + h * 4 * prompt_tokens / (link.gb_s * 1e9))
     return LinkTimes(decode, prefill, link)

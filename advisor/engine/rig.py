@@ -31,6 +31,8 @@ class RigGpu(Record):
     """Name as detected (empty: the catalog name)."""
     capacity_basis: str = "total"
     """`total` (the card's memory) or `free` (what was free when detected)."""
+    node: int = 0
+    """Which machine the GPU sits in (rig files can describe several joined by a network)."""
 
     @property
     def label(self) -> str:
@@ -61,6 +63,8 @@ class Rig(Record):
     """How the rig was made: `flags`, `nvml`, `nvidia-smi-xml`, `rig-file`, `preset`, `cpu-only`."""
     warnings: tuple[str, ...] = field(default=())
     """What the probe could not read, in words."""
+    network: str = ""
+    """The link between machines when GPUs sit in several (`10gbe`, `ib-ndr`, `thunderbolt4`...)."""
 
     @property
     def nvlink(self) -> bool:
@@ -69,6 +73,10 @@ class Rig(Record):
     @property
     def is_cpu_only(self) -> bool:
         return not self.gpus
+
+    @property
+    def nodes(self) -> int:
+        return len({g.node for g in self.gpus}) if self.gpus else 1
 
     @property
     def unified(self) -> bool:

@@ -9,6 +9,7 @@ cpu = "AMD Ryzen 9 5950X"             # optional
 p2p = false                           # optional: PCIe peer-to-peer works between the GPUs
 nvlink = [[0, 1]]                     # optional: GPU index pairs joined by NVLink
 topology = [["X", "NV4"], ["NV4", "X"]]   # optional: nvidia-smi topo -m words
+network = "10gbe"                     # with GPUs in several machines: 1gbe 10gbe 25gbe 100gbe ib-hdr ib-ndr thunderbolt4 thunderbolt5
 
 [[gpu]]
 id = "rtx-3090"        # catalog id or a name (resolved like --gpu)
@@ -16,6 +17,7 @@ count = 2              # optional, default 1
 memory_gib = 23.6      # optional: memory to plan with (default: the card's total)
 pcie = "4x8"           # optional: host link as installed (generation x lanes)
 name = "NVIDIA GeForce RTX 3090"   # optional
+node = 0               # optional: which machine (0, 1, ...) when the rig spans several
 ```
 
 A GPU missing from the catalog can be described in full under `[[gpu]]` with `id`, `vram_gib`,
@@ -34,9 +36,9 @@ from advisor.engine.rig import Rig, RigGpu
 from advisor.errors import AdvisorError
 from advisor.probe.flags import parse_pcie
 
-_RIG_KEYS = {"name", "ram_gib", "ram_bandwidth_gb_s", "cpu", "p2p", "nvlink", "topology", "source"}
+_RIG_KEYS = {"name", "ram_gib", "ram_bandwidth_gb_s", "cpu", "p2p", "nvlink", "topology", "source", "network"}
 _GPU_KEYS = {"id", "count", "memory_gib", "pcie", "name", "vram_gib", "memory_bandwidth_gb_s", "fp16_tflops",
-             "pcie_gen", "pcie_lanes", "power_w", "memory_basis"}
+             "pcie_gen", "pcie_lanes", "power_w", "memory_basis", "node"}
 
 
 def _num(value: Any, where: str, lo: float, hi: float) -> float:
@@ -75,9 +77,10 @@ def load_rig(catalog: Catalog, path: Path) -> Rig:
         cap = int(_num(entry["memory_gib"], f"{w}: memory_gib", 0.001, 65536) * GIB) if "memory_gib" in entry \
             else spec.vram_bytes
         basis = entry.get("memory_basis", "free" if "memory_gib" in entry and cap < spec.vram_bytes else "total")
+        node = int(_num(entry.get("node", 0), f"{w}: node", 0, 1024))
         for _ in range(count):
             gpus.append(RigGpu(spec=spec, capacity_bytes=cap, pcie_gen=gen, pcie_lanes=lanes, index=len(gpus),
-                               name=str(entry.get("name", "")), capacity_basis=str(basis)))
+                               name=str(entry.get("name", "")), capacity_basis=str(basis), node=node))
     if len(gpus) > 64:
         raise AdvisorError(f"{where}: {len(gpus)} GPUs is more than one rig holds")
     pairs = []
@@ -94,12 +97,26 @@ def load_rig(catalog: Catalog, path: Path) -> Rig:
     p2p = head.get("p2p")
     if p2p is not None and not isinstance(p2p, bool):
         raise AdvisorError(f"{where}: p2p must be true or false")
+    networks = catalog.rules["interconnect"]["network"]["gb_s"]
+    network = head.get("network", "")
+    if network and network not in networks:
+        raise AdvisorError(f"{where}: unknown network {network!r}", f"use one of: {', '.join(networks)}")
+    if len({g.node for g in gpus}) > 1 and not network:
+        raise AdvisorError(f"{where}: GPUs sit in several machines (node = ...) but [rig] names no network",
+                           f"add network = one of: {', '.join(networks)}")
+    if any(a_node != b_node for a_node, b_node in ((gpus[a].node, gpus[b].node) for a, b in pairs)):
+        raise AdvisorError(f"{where}: NVLink cannot join GPUs in different machines")
+    if len({g.spec.unified_memory for g in gpus}) > 1 or \
+            (gpus and gpus[0].spec.unified_memory and len({g.node for g in gpus}) != len(gpus)):
+        raise AdvisorError(f"{where}: a unified-memory machine is a node of its own",
+                           "give each Mac / DGX Spark / Strix Halo its own node, and no other GPU")
     unified = gpus and gpus[0].spec.unified_memory
     return Rig(gpus=tuple(gpus), ram_bytes=gpus[0].spec.vram_bytes if unified else ram,
                ram_bandwidth_gb_s=_num(bw, f"{where}: ram_bandwidth_gb_s", 0.1, 100000) if bw is not None
                else (gpus[0].spec.memory_bandwidth_gb_s if unified else float(host["default_ram_bandwidth_gb_s"])),
                ram_bandwidth_basis="rig file" if bw is not None else "default: dual-channel DDR4 (rules/memory.toml)",
-               nvlink_pairs=tuple(pairs), p2p=p2p, topology=topo, cpu=str(head.get("cpu", "")), source="rig-file")
+               nvlink_pairs=tuple(pairs), p2p=p2p, topology=topo, cpu=str(head.get("cpu", "")), source="rig-file",
+               network=network)
 
 
 def _gpu_spec(catalog: Catalog, entry: dict, where: str) -> GpuSpec:
@@ -133,6 +150,8 @@ def rig_toml(rig: Rig, name: str = "") -> str:
     if rig.topology:
         lines.append("topology = [" + ", ".join("[" + ", ".join(_q(c) for c in row) + "]" for row in rig.topology) + "]")
     lines.append(f"source = {_q(rig.source)}")
+    if rig.network:
+        lines.append(f"network = {_q(rig.network)}")
     for g in rig.gpus:
         lines += ["", "[[gpu]]", f"id = {_q(g.spec.id)}"]
         if g.name:
@@ -145,6 +164,8 @@ def rig_toml(rig: Rig, name: str = "") -> str:
             lines.append(f"memory_basis = {_q(g.capacity_basis)}")
         if g.pcie_gen and g.pcie_lanes:
             lines.append(f'pcie = "{g.pcie_gen}x{g.pcie_lanes}"')
+        if g.node:
+            lines.append(f"node = {g.node}")
     return "\n".join(lines) + "\n"
 
 
