@@ -149,7 +149,7 @@ def decode_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
     kv = _kv_on_devices(placement, depth * options.concurrency, cells)
     if streams == 1 and options.concurrency > 1:
         kv = [k // options.concurrency for k in kv]
-    step = spd.decode_step(placement, rig, model, quant, runtime, rules, kv_depth_bytes=kv)
+    step = spd.decode_step(placement, rig, model, quant, runtime, rules, kv_depth_bytes=kv, streams=streams)
     lt = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams)
     return step.total_s + (lt.decode_s if lt else 0.0)
 

@@ -85,7 +85,12 @@ def _active_device_bytes(placement: Placement, layout: mem.WeightsLayout, model:
 
 def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
                 rules: dict, kv_depth_bytes: list[int] | None = None, streams: int = 1) -> StepTimes:
-    """Seconds for one decode step of `streams` sequences (their KV reads included)."""
+    """Seconds for one decode step of `streams` sequences.
+
+    `kv_depth_bytes` is the KV cache each GPU reads in the step (all streams together). The weights
+    are read once for all streams, so a batch is memory-bound until the FLOPs of `streams` tokens
+    outgrow the memory time; then it is compute-bound.
+    """
     layout = placement.layout or mem.weights_layout(model, quant)
     s = rules["speed"]["decode"]
     kv = kv_depth_bytes or [0] * len(placement.devices)
@@ -96,7 +101,7 @@ def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSp
             continue
         g = rig.gpus[i].spec
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
-        mem_t = (reads[i] + kv[i] * streams) / bw
+        mem_t = (reads[i] + kv[i]) / bw
         flops = 2 * reads[i] / max(quant.bits_per_weight / 8, 1e-9) * streams
         cmp_t = flops / (g.fp16_tflops * 1e12 * prefill_efficiency(g, quant, rules))
         gpu_times.append(max(mem_t, cmp_t))
