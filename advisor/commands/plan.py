@@ -45,6 +45,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                          "usd_per_million_tokens": o.usd_per_million_tokens, "strategy": o.strategy, "why": o.why}
                         for o in plan.options],
             "nvlink_note": plan.nvlink_note,
+            "notes": list(plan.notes),
             "rigs_evaluated": plan.evaluated,
             "electricity": {"usd_per_kwh": plan.kwh_usd, "basis": plan.kwh_basis},
             "unpriced_gpus": list(plan.unpriced),
@@ -63,7 +64,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             lines.append(f"  {i}. ${o.price_usd:,.0f}  buy {buy}{' + NVLink bridge' if o.nvlink else ''}")
             lines.append(f"     {o.why}; prefill {o.prefill_tokens_per_s:,.0f} tok/s; {o.power_w:,.0f} W board power, "
                          f"${o.usd_per_million_tokens:.2f} electricity per million tokens")
-        lines += ["", plan.nvlink_note,
+        lines += ["", plan.nvlink_note, *plan.notes,
                   f"{plan.evaluated} rigs evaluated; prices are new/list prices from hardware_db"
                   + (" and used-market prices (--used)" if plan.used else " (--used adds used-market prices)")
                   + f"; electricity at ${plan.kwh_usd}/kWh ({plan.kwh_basis})."]

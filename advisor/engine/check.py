@@ -189,6 +189,8 @@ def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
     basis = (f"decode: bytes read per token over the memory bandwidth of {where} at the achievable fraction "
              f"fitted to public llama-bench results; prefill: 2 x active parameters FLOPs per token over dense "
              f"FP16 tensor throughput at the fitted fraction")
+    if runtime.id not in ("llama.cpp", "ollama"):
+        basis += f" (fitted on llama.cpp; {runtime.name} is assumed to reach the same fractions)"
     return Speed(round(decode, 1), round(prefill, 1), round(at_ctx, 1),
                  round(agg, 1) if agg else None, round(per_stream, 1) if per_stream else None,
                  basis=basis, error_band=band)

@@ -56,6 +56,8 @@ class Plan(Record):
     kwh_basis: str
     unpriced: tuple[str, ...]
     """GPUs left out because the catalog has no price for them (or only a used one, without --used)."""
+    notes: tuple[str, ...]
+    """What would buy nothing here, in words (a second GPU, a data-centre card)."""
     used: bool
     """Used-market prices were allowed."""
 
@@ -168,7 +170,21 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
                 f"than the same GPUs over PCIe ({runtime.name}, {opts.split or runtime.default_split} split).")
     else:
         note = "No NVLink-capable option reaches the target; PCIe is what these rigs use."
-    return Plan(model=model, quant=quant, context_tokens=ctx, min_tps=min_tps, budget_usd=budget,
+    notes = []
+    if kept:
+        best = kept[0]
+        owned_n = sum(n for n, _ in owned)
+        if sum(n for n, _ in best.gpus) - owned_n == 1 and len(best.new_gpus) == 1:
+            name = catalog.gpus[best.new_gpus[0][1]].name
+            notes.append(f"{'One more GPU' if owned_n else 'One GPU'} is enough: another {name} would add memory, "
+                         f"not single-stream speed (a layer split runs the GPUs in turn).")
+        consumer = [o for o in kept if all(catalog.gpus[g].category != "datacenter" for _, g in o.new_gpus)]
+        datacentre = [o for o in kept if any(catalog.gpus[g].category == "datacenter" for _, g in o.new_gpus)]
+        if consumer and datacentre and datacentre[0].price_usd > consumer[0].price_usd:
+            notes.append(f"A data-centre card buys nothing here: the cheapest that reaches the target costs "
+                         f"${datacentre[0].price_usd:,.0f}, against ${consumer[0].price_usd:,.0f} for "
+                         f"{', '.join(f'{n}x {g}' for n, g in consumer[0].new_gpus)}.")
+    return Plan(model=model, quant=quant, context_tokens=ctx, min_tps=min_tps, budget_usd=budget, notes=tuple(notes),
                 options=tuple(kept[:top]), evaluated=evaluated, nvlink_note=note, kwh_usd=kwh,
                 kwh_basis=str(power_rules["electricity_basis"]) if kwh_usd is None else "given with --kwh-price",
                 unpriced=unpriced, used=used)
