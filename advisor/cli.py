@@ -11,7 +11,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster start)
+if TYPE_CHECKING:
+    from typing import Any, Sequence
 
 from advisor.errors import AdvisorError
 

@@ -10,7 +10,9 @@ generic ones inherited from `Record`, so nothing is generated or executed per cl
 from __future__ import annotations
 
 from dataclasses import MISSING, FrozenInstanceError, dataclass
-from typing import Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster start)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Record:

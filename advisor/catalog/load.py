@@ -12,7 +12,9 @@ import sys
 from dataclasses import fields, is_dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster start)
+if TYPE_CHECKING:
+    from typing import Any
 
 from advisor.catalog.types import (
     Catalog,

@@ -8,11 +8,11 @@ ambiguous names are an AdvisorError listing the closest ids.
 from __future__ import annotations
 
 import re
-from typing import Mapping, TypeVar
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster start)
+if TYPE_CHECKING:
+    from typing import Mapping
 
 from advisor.errors import AdvisorError
-
-T = TypeVar("T")
 
 _NOISE = ("nvidia", "geforce", "amd", "radeon", "intel", "apple", "meta", "tesla")
 
@@ -24,7 +24,7 @@ def normal(text: str) -> str:
     return "-".join(parts)
 
 
-def _index(entries: Mapping[str, T]) -> dict[str, set[str]]:
+def _index(entries: Mapping[str, object]) -> dict[str, set[str]]:
     index: dict[str, set[str]] = {}
     for ident, entry in entries.items():
         names = {ident, getattr(entry, "name", ident), *getattr(entry, "aliases", ())}
@@ -34,7 +34,7 @@ def _index(entries: Mapping[str, T]) -> dict[str, set[str]]:
     return index
 
 
-def resolve(entries: Mapping[str, T], text: str, what: str) -> str:
+def resolve(entries: Mapping[str, object], text: str, what: str) -> str:
     """The id that `text` names among `entries`; AdvisorError with candidates otherwise."""
     if text in entries:
         return text
@@ -66,7 +66,7 @@ def resolve(entries: Mapping[str, T], text: str, what: str) -> str:
 _COUNT = re.compile(r"^\s*(\d+)\s*[x×*]\s*(.+)$", re.IGNORECASE)
 
 
-def parse_gpu_spec(entries: Mapping[str, T], spec: str) -> tuple[int, str]:
+def parse_gpu_spec(entries: Mapping[str, object], spec: str) -> tuple[int, str]:
     """`[Nx]GPU` to (count, id). Counts from 1 to 64."""
     match = _COUNT.match(spec)
     count, name = (int(match.group(1)), match.group(2)) if match else (1, spec)

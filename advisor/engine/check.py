@@ -149,7 +149,11 @@ def decode_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
     kv = _kv_on_devices(placement, depth * options.concurrency, cells)
     if streams == 1 and options.concurrency > 1:
         kv = [k // options.concurrency for k in kv]
-    step = spd.decode_step(placement, rig, model, quant, runtime, rules, kv_depth_bytes=kv, streams=streams)
+    host_kv = int(placement.host.kv_cache_bytes * min(depth * options.concurrency, cells) / cells) if cells else 0
+    if streams == 1 and options.concurrency > 1:
+        host_kv //= options.concurrency
+    step = spd.decode_step(placement, rig, model, quant, runtime, rules, kv_depth_bytes=kv, streams=streams,
+                           host_kv_bytes=host_kv)
     lt = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams)
     return step.total_s + (lt.decode_s if lt else 0.0)
 
@@ -191,6 +195,9 @@ def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
              f"FP16 tensor throughput at the fitted fraction")
     if runtime.id not in ("llama.cpp", "ollama"):
         basis += f" (fitted on llama.cpp; {runtime.name} is assumed to reach the same fractions)"
+    if placement.host.weights_bytes and placement.strategy != "layer_split":
+        basis += (f"; the part in system RAM is read at {rig.ram_bandwidth_gb_s:g} GB/s "
+                  f"({rig.ram_bandwidth_basis or 'given'}) at the rulebook's CPU fraction")
     return Speed(round(decode, 1), round(prefill, 1), round(at_ctx, 1),
                  round(agg, 1) if agg else None, round(per_stream, 1) if per_stream else None,
                  basis=basis, error_band=band)

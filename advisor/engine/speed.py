@@ -84,10 +84,12 @@ def _active_device_bytes(placement: Placement, layout: mem.WeightsLayout, model:
 
 
 def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
-                rules: dict, kv_depth_bytes: list[int] | None = None, streams: int = 1) -> StepTimes:
+                rules: dict, kv_depth_bytes: list[int] | None = None, streams: int = 1,
+                host_kv_bytes: int = 0) -> StepTimes:
     """Seconds for one decode step of `streams` sequences.
 
-    `kv_depth_bytes` is the KV cache each GPU reads in the step (all streams together). The weights
+    `kv_depth_bytes` is the KV cache each GPU reads in the step (all streams together), `host_kv_bytes`
+    what the CPU reads for the layers it runs. The weights
     are read once for all streams, so a batch is memory-bound until the FLOPs of `streams` tokens
     outgrow the memory time; then it is compute-bound.
     """
@@ -114,9 +116,9 @@ def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSp
         host_active = placement.host.weights_bytes
         if placement.strategy == "moe_offload" or (placement.strategy == "cpu_only" and model.is_moe):
             host_active = placement.host.weights_bytes * active_fraction(model)
-        if placement.strategy != "cpu_only" and runtime.embeddings_on_host:
-            host_active -= layout.embed_bytes  # only one row of the embedding is read per token
-        host_active = max(host_active, 0)
+        if placement.strategy != "cpu_only" and runtime.embeddings_on_host or not model.tied_embeddings:
+            host_active -= layout.embed_bytes  # a token reads one row of the input embedding, not all of it
+        host_active = max(host_active, 0) + host_kv_bytes
         host_s = host_active / (rig.ram_bandwidth_gb_s * 1e9 * float(s["cpu_efficiency"]))
     backend = backend_of(rig.gpus[0].spec, runtime) if rig.gpus else "cpu"
     per_layer = _lookup(s["per_layer_us"], backend) * 1e-6

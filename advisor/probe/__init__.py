@@ -7,7 +7,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster start)
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     from advisor.probe.system import Runner

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster start)
 
 from advisor.catalog.resolve import resolve
 from advisor.catalog.types import GIB, Catalog, GpuSpec

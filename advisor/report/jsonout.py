@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster start)
+if TYPE_CHECKING:
+    from typing import Any
 
 from advisor.engine.result import SCHEMA_VERSION, Report
 

@@ -34,7 +34,8 @@ def rate(x: float | None) -> str:
 
 def headline(r: Report) -> str:
     rig = ", ".join(_rig_words(r)) or "CPU only"
-    verdict = "FITS" if r.fits else ("RUNS WITH OFFLOAD" if r.runs else "DOES NOT RUN")
+    verdict = "FITS" if r.fits else ("RUNS ON THE CPU" if r.runs and r.rig.is_cpu_only
+                                     else "RUNS WITH OFFLOAD" if r.runs else "DOES NOT RUN")
     return f"{r.model.name} · {r.quant.id} · {r.context_tokens:,} ctx on {rig}: {verdict}"
 
 
@@ -107,7 +108,7 @@ def use_color(stream=None) -> bool:
 
 def render_text(r: Report, color: bool = False) -> str:
     bold = (lambda t: f"\x1b[1m{t}\x1b[0m") if color else (lambda t: t)
-    tone = {"FITS": "32", "RUNS WITH OFFLOAD": "33", "DOES NOT RUN": "31"}
+    tone = {"FITS": "32", "RUNS WITH OFFLOAD": "33", "RUNS ON THE CPU": "33", "DOES NOT RUN": "31"}
     head = headline(r)
     if color:
         for word, code in tone.items():
