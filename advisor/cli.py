@@ -194,7 +194,8 @@ def _plan_parser(sub) -> None:
 def _detect_parser(sub) -> None:
     p = sub.add_parser("detect", help="the local hardware as the advisor sees it",
                        description="Read the GPUs through NVML (or a saved `nvidia-smi -q -x` XML / rig file with "
-                                   "--from), system memory and CPU. Exit 0 when GPUs were read, 1 when none.")
+                                   "--from), system memory and CPU. Exit 0 whenever the machine (or file) was read, GPUs or "
+                                   "not; 2 for an unreadable file.")
     p.add_argument("--from", dest="source", type=Path, metavar="FILE", help="an `nvidia-smi -q -x` XML or a rig file")
     p.add_argument("--save", type=Path, metavar="FILE", help="write what was found as a rig file (TOML)")
     _output_args(p)

@@ -81,7 +81,7 @@ def test_detect_without_a_gpu_is_useful(run_cli):
     d = json.loads(r.stdout)
     if d["gpus"]:
         pytest.skip("this machine has a readable GPU")
-    assert r.returncode == 1 and d["source"] == "none" and d["warnings"]
+    assert r.returncode == 0 and d["source"] == "none" and d["warnings"]
     assert d["system"]["ram_bytes"] > 0
     text = run_cli("detect")
     assert "no GPU readable" in text.stdout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from advisor.cli import EXIT_NO, EXIT_YES, _emit, _emit_json, _fmt
+from advisor.cli import EXIT_YES, _emit, _emit_json, _fmt
 from advisor.errors import AdvisorError
 
 
@@ -91,4 +91,5 @@ def cmd_detect(args: argparse.Namespace) -> int:
         if args.save is not None:
             lines.append(f"saved the rig to {args.save} (edit it freely; use it with --rig)")
         _emit("\n".join(lines))
-    return EXIT_YES if det.gpus else EXIT_NO
+    # Reading the machine is the answer, GPUs or not: a machine without one is a result, not an error.
+    return EXIT_YES
