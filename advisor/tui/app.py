@@ -1,8 +1,8 @@
 """The advisor's terminal app: the rig, the model, the options and the engine's answer on one screen.
 
 Every change of input re-runs `evaluate` at once (a few ms). Slow things run in thread workers:
-GPU detection (the probe callable) and the Fit view (every catalog model), so first paint never
-waits on NVML.
+GPU detection (the probe callable), the Fit view (every catalog model) and the Plan view (what to
+buy: the plan runs in the view's own worker), so first paint never waits on NVML.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from advisor.tui.screens.pickers import ModelScreen, RigScreen, preset_rig
 from advisor.tui.widgets.answer import Answer
 from advisor.tui.widgets.controls import Controls
 from advisor.tui.widgets.fit import FitView
+from advisor.tui.widgets.plan import PlanView
 from advisor.tui.widgets.rig import RigPanel
 
 Probe = Callable[[], Detection]
@@ -47,13 +48,14 @@ def _default_probe() -> Detection:
 
 
 class MainScreen(Screen[None]):
-    """The one screen: rig on top, then tabs (Check: controls and answer; Fit: what runs here)."""
+    """The one screen: rig on top, then tabs (Check: controls and answer; Fit: what runs here; Plan: what to buy)."""
 
     BINDINGS = [
         Binding("m", "pick_model", "Model"),
         Binding("r", "pick_rig", "Rig"),
         Binding("c", "show_tab('check')", "Check"),
         Binding("f", "show_tab('fit')", "Fit"),
+        Binding("p", "show_tab('plan')", "Plan"),
         Binding("e", "export('md')", "Export md"),
         Binding("E", "export('json')", "json"),
         Binding("q", "app.quit", "Quit"),
@@ -83,6 +85,8 @@ class MainScreen(Screen[None]):
                 yield Answer(id="answer")
             with TabPane("Fit: what runs here", id="fit"):
                 yield FitView(id="fitview")
+            with TabPane("Plan: what to buy", id="plan"):
+                yield PlanView(self.catalog, id="planview")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -169,8 +173,13 @@ class MainScreen(Screen[None]):
         else:
             answer.show(self.report)
         self._fit_stale = True
-        if self.query_one(TabbedContent).active == "fit":
+        plan = self.query_one(PlanView)
+        plan.set_target(self.catalog.models[self.model_id], self.options(), self.rig)
+        active = self.query_one(TabbedContent).active
+        if active == "fit":
             self.refresh_fit()
+        elif active == "plan":
+            plan.refresh_plan()
 
     def refresh_fit(self) -> None:
         if self.rig is None or not self._fit_stale:
@@ -197,6 +206,8 @@ class MainScreen(Screen[None]):
     def _tab(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id == "fit":
             self.refresh_fit()
+        elif event.pane.id == "plan":
+            self.query_one(PlanView).refresh_plan()
 
     @on(DataTable.RowSelected, "#fit-table")
     def _fit_row(self, event: DataTable.RowSelected) -> None:

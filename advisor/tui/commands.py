@@ -22,6 +22,7 @@ class AdvisorCommands(Provider):
             ("Export answer as JSON", partial(s.action_export, "json"), "writes advisor-<model>.json here (E)"),
             ("Show check view", partial(s.action_show_tab, "check"), "one model on this rig (c)"),
             ("Show fit view", partial(s.action_show_tab, "fit"), "every model that fits here, best first (f)"),
+            ("Show plan view", partial(s.action_show_tab, "plan"), "what to buy: the cheapest rigs for this model (p)"),
             ("Quant: auto", partial(s.set_control, "quant", "auto"), "the best quality that fits"),
         ]
         if with_catalog:
