@@ -8,9 +8,7 @@ fixed in this file so the snapshots do not move when `hardware_db/presets.toml` 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
-import functools
 import json
 import threading
 
@@ -29,17 +27,7 @@ PRESETS = {
                                     gpus=("2xrtx-3090",), nvlink=True, ram_gib=64),
     "1x-rtx-4090": PresetRig(id="1x-rtx-4090", name="1x RTX 4090", gpus=("rtx-4090",), ram_gib=64),
 }
-NO_GPU = Detection(source="none", warnings=("no NVIDIA driver",))
-
-
-def run(test):
-    """Run an async test with asyncio (the project has no async pytest plugin)."""
-
-    @functools.wraps(test)
-    def wrapper(*args, **kwargs):
-        asyncio.run(test(*args, **kwargs))
-
-    return wrapper
+from tui_support import NO_GPU, run  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,7 @@ for the same inputs, cheapest first.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import functools
 
 import pytest
 
@@ -17,7 +15,6 @@ from advisor.catalog.load import load_catalog
 from advisor.catalog.types import GIB, PresetRig
 from advisor.engine.options import Options
 from advisor.engine.plan import make_plan
-from advisor.probe.types import Detection
 from advisor.tui.app import AdvisorApp, MainScreen
 from advisor.tui.screens.pickers import preset_rig
 from advisor.tui.widgets.plan import PlanView, owned_gpus, parse_amount
@@ -26,17 +23,7 @@ PRESETS = {
     "2x-rtx-3090": PresetRig(id="2x-rtx-3090", name="2x RTX 3090 (PCIe only)", gpus=("2xrtx-3090",), ram_gib=64),
     "1x-rtx-3090": PresetRig(id="1x-rtx-3090", name="1x RTX 3090", gpus=("rtx-3090",), ram_gib=64),
 }
-NO_GPU = Detection(source="none", warnings=("no NVIDIA driver",))
-
-
-def run(test):
-    """Run an async test with asyncio (the project has no async pytest plugin)."""
-
-    @functools.wraps(test)
-    def wrapper(*args, **kwargs):
-        asyncio.run(test(*args, **kwargs))
-
-    return wrapper
+from tui_support import NO_GPU, run  # noqa: E402
 
 
 @pytest.fixture(scope="module")
