@@ -383,5 +383,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("advisor: interrupted\n")
         return EXIT_INTERRUPT
+    except OSError as exc:  # a file named on the command line that cannot be read or written
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        sys.stderr.write(f"advisor: {where}{exc.strerror or exc}\n")
+        return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_YES

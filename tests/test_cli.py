@@ -139,3 +139,25 @@ def test_import_linter_contracts_hold():
     r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120,
                        cwd=Path(__file__).resolve().parents[1])
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("content", [
+    b"[rig]\nram_gib = 1e309\n",
+    b'[[gpu]]\nid = "rtx-3090"\ncount = 100000\n',
+    b'[[gpu]]\nid = "x"\nvram_gib = -5\n',
+    b'[[gpu]]\nid = "rtx-3090"\npcie = 5\n',
+    b'[rig]\nnvlink = [[0, 7]]\n[[gpu]]\nid = "rtx-3090"\n',
+    b'[[gpu]]\nid = "rtx-3090"\nmemory_gib = "lots"\n',
+    b'[[gpu]]\nid = "m2-ultra-192gb"\n[[gpu]]\nid = "rtx-3090"\n',
+    b'[[gpu]]\nid = "rtx-3090"\nnode = 1\n[[gpu]]\nid = "rtx-3090"\n',
+    b'[rig]\nnetwork = "carrier-pigeon"\n',
+    b'[[gpu]]\nid = 42\n',
+    b'[bogus]\nx = 1\n',
+    bytes(range(256)) * 8,
+], ids=lambda c: c[:24].decode("latin-1").replace("\n", " "))
+def test_hostile_rig_files_are_one_line_and_exit_2(run_cli, tmp_path, content):
+    path = tmp_path / "rig.toml"
+    path.write_bytes(content)
+    r = run_cli("check", "llama-3.1-8b", "--rig", str(path))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

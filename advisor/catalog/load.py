@@ -97,6 +97,8 @@ def read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise AdvisorError(f"{path}: malformed TOML: {exc}", "fix the file or remove it") from None
+    except UnicodeDecodeError:
+        raise AdvisorError(f"{path}: not a text file (TOML must be UTF-8)", "is this the right file?") from None
     except OSError as exc:
         raise AdvisorError(f"{path}: cannot read: {exc.strerror or exc}") from None
 

@@ -47,10 +47,17 @@ def to_int(value: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
+MAX_GPU_BYTES = 16 * 1024**4
+"""No GPU or machine has 16 TiB of memory: a larger reading is corrupt and treated as unreadable."""
+
+
 def to_bytes(value: str | None) -> int | None:
-    """`24576 MiB` -> bytes; None when not a size."""
+    """`24576 MiB` -> bytes; None when not a size, or not a plausible one."""
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMG]i?B|B)", text(value) or "", re.IGNORECASE)
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()]) if m else None
+    if not m:
+        return None
+    size = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    return size if size <= MAX_GPU_BYTES else None
 
 
 def to_watts(value: str | None) -> float | None:

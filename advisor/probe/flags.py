@@ -15,7 +15,7 @@ MAX_RAM_GB = 64 * 1024
 
 def parse_pcie(text: str) -> tuple[int, int]:
     """`4x16` -> (4, 16): PCIe generation and lanes."""
-    m = _PCIE.match(text)
+    m = _PCIE.match(text) if isinstance(text, str) else None
     if not m:
         raise AdvisorError(f"--pcie {text!r} is not GENxWIDTH", "e.g. 4x16, 4x8, 3x4, 3x1 (riser)")
     return int(m.group(1)), int(m.group(2))
