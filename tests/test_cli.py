@@ -161,3 +161,19 @@ def test_hostile_rig_files_are_one_line_and_exit_2(run_cli, tmp_path, content):
     r = run_cli("check", "llama-3.1-8b", "--rig", str(path))
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("entry", [
+    '[[model]]\nid = "llama-3.1-8b"\nlayers = 1000000000000\n',
+    '[[model]]\nid = "llama-3.1-8b"\nkv_heads = 64\n',
+    '[[gpu]]\nid = "rtx-3090"\nmemory_bandwidth_gb_s = -1\n',
+    '[[gpu]]\nid = "rtx-3090"\nprice = { usd = -5, date = "x", source = "y" }\n',
+    '[[quant]]\nid = "Q4_K_M"\nbits_per_weight = 0\n',
+])
+def test_absurd_user_entries_are_refused(run_cli, tmp_path, entry):
+    cfg = tmp_path / "cfg"
+    cfg.mkdir(exist_ok=True)
+    (cfg / "mine.toml").write_text(entry)
+    r = run_cli("check", "llama-3.1-8b", "--gpu", "rtx-3090")
+    assert r.returncode == 2 and "mine.toml" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

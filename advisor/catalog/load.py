@@ -131,9 +131,48 @@ def as_dict(obj: Any) -> dict[str, Any]:
     return out
 
 
+# Plausible ranges for the numbers an entry may carry: a user file with `layers = 1e12` or a
+# negative bandwidth is refused at load time instead of stalling or dividing by zero later.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "vram_gib": (0.001, 65536), "memory_bandwidth_gb_s": (0.001, 1e6), "fp16_tflops": (0.001, 1e6),
+    "power_w": (0, 1e5), "pcie_gen": (1, 7), "pcie_lanes": (1, 32), "usd": (0, 1e8), "gb_s": (0, 1e5),
+    "max_gpus": (1, 1024), "generation": (1, 9),
+    "params_total": (1e6, 1e14), "params_active": (1e6, 1e14), "layers": (1, 2048), "hidden_size": (1, 1e6),
+    "intermediate_size": (0, 1e7), "attention_heads": (1, 1e5), "kv_heads": (1, 1e5), "head_dim": (1, 1e5),
+    "vocab_size": (1, 1e8), "max_context": (1, 1e8), "experts": (0, 1e5), "experts_active": (0, 1e5),
+    "shared_experts": (0, 1e5), "moe_intermediate_size": (0, 1e7), "dense_layers": (0, 2048),
+    "sliding_window": (0, 1e8), "sliding_window_layers": (0, 2048), "kv_lora_rank": (0, 1e5),
+    "qk_rope_head_dim": (0, 1e5), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64),
+    "kld": (0, 100), "context_mib": (0, 1e6), "ubatch": (1, 1e6), "compute_fixed_mib": (0, 1e6),
+    "gpu_memory_utilization": (0, 1), "ram_gib": (0.001, 65536),
+}
+
+
+def out_of_bounds(obj: Any, prefix: str = "") -> list[str]:
+    """Fields of an entry (and its nested tables) outside BOUNDS, as `name = value` phrases."""
+    problems = []
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if is_dataclass(value):
+            problems += out_of_bounds(value, f"{prefix}{f.name}.")
+        elif f.name in BOUNDS and isinstance(value, (int, float)) and not isinstance(value, bool):
+            lo, hi = BOUNDS[f.name]
+            if not lo <= value <= hi:
+                problems.append(f"{prefix}{f.name} = {value!r} is out of range ({lo:g} to {hi:g})")
+    if not prefix and getattr(obj, "kv_heads", 0) > getattr(obj, "attention_heads", 1 << 62):
+        problems.append("kv_heads is larger than attention_heads")
+    if not prefix and getattr(obj, "params_active", 0) > getattr(obj, "params_total", 1 << 62):
+        problems.append("params_active is larger than params_total")
+    return problems
+
+
 def validate_entry(cls: type, data: dict[str, Any]) -> Any:
-    """Strict validation with pydantic (unknown keys rejected); raises pydantic.ValidationError."""
-    return _adapter(cls).validate_python(data)
+    """Strict validation with pydantic (unknown keys rejected) and BOUNDS; raises ValueError."""
+    entry = _adapter(cls).validate_python(data)
+    problems = out_of_bounds(entry)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return entry
 
 
 @lru_cache(maxsize=None)
