@@ -240,6 +240,10 @@ class RuntimeSpec(Record):
     """It can split each layer across GPUs."""
     supports_cpu_offload: bool = True
     """It can keep part of the weights in system RAM."""
+    vendors: tuple[str, ...] = ("nvidia", "amd", "intel", "apple")
+    """GPU vendors it runs on."""
+    cpu_only: bool = True
+    """It can run with no GPU at all."""
     notes: str = ""
     """Anything a reader of the entry should know."""
 

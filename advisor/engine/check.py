@@ -31,8 +31,9 @@ def resolve_quant(catalog: Catalog, text: str) -> QuantSpec:
         if not 1.0 <= bpw <= 8.5:
             raise AdvisorError(f"--quant {text!r}: EXL2 bits per weight must be 1.0 to 8.5")
         return QuantSpec(id=f"exl2-{m.group(1)}", format="exl2", bits_per_weight=bpw,
-                         bpw_basis="EXL2 targets this average bits per weight over the linear layers",
-                         runtimes=("exllamav2",), kernel="exl2")
+                         bpw_basis="EXL2 targets this average bits per weight over the linear layers; the "
+                                   "embedding stays 16-bit (the head is 6-bit by default: 16 is the safe side)",
+                         runtimes=("exllamav2",), kernel="exl2", linear_bits=bpw, embed_bits=16.0)
     by_lower = {q.lower(): q for q in catalog.quants}
     key = text.strip().lower()
     if key in by_lower:
@@ -62,6 +63,17 @@ def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
     return runtime
 
 
+def check_runtime_hardware(runtime: RuntimeSpec, rig: Rig) -> None:
+    """A runtime only runs on the hardware it was built for (vLLM has no Metal, MLX no CUDA)."""
+    if rig.is_cpu_only and not runtime.cpu_only:
+        raise AdvisorError(f"{runtime.name} needs a GPU and this rig has none",
+                           "use --runtime llama.cpp (or ollama) for CPU-only, or describe GPUs with --gpu")
+    wrong = sorted({g.spec.vendor for g in rig.gpus} - set(runtime.vendors))
+    if wrong:
+        raise AdvisorError(f"{runtime.name} does not run on {', '.join(wrong)} GPUs",
+                           f"it runs on: {', '.join(runtime.vendors)}; llama.cpp runs everywhere")
+
+
 def quant_ladder(catalog: Catalog, runtime: RuntimeSpec) -> list[QuantSpec]:
     sel = catalog.rules["memory"]["selection"]
     key = {"llama.cpp": "gguf", "ollama": "gguf"}.get(runtime.id, runtime.id)
@@ -86,6 +98,7 @@ def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) ->
     elif isinstance(model, str):
         model = catalog.models[resolve(catalog.models, model, "model")]
     runtime = check_options(catalog, options)
+    check_runtime_hardware(runtime, rig)
     rules = catalog.rules
     ctx = min(options.ctx or DEFAULT_CTX, model.max_context)
     if loaded is not None and (loaded.exact or not options.quant):

@@ -172,8 +172,11 @@ class Placer:
             self.model, self.runtime, cells, holds_output=holds_output,
             flash_attention=self.flash_attention, heads_on_device=heads)
 
-    def _host(self, weights: int, kv: int, layers: int) -> DeviceUse:
-        return DeviceUse("cpu", self.rig.cpu or "system RAM", weights, kv, 0, self.host_cap, layers)
+    def _host(self, weights: int, kv: int, layers: int, gpu_bytes: int = 0) -> DeviceUse:
+        """System RAM's share. On unified memory what the GPU holds comes out of the same RAM, and the
+        GPU's working-set limit has already left the OS its share, so no separate reserve applies."""
+        cap = max(self.rig.ram_bytes - gpu_bytes, 0) if self.rig.unified else self.host_cap
+        return DeviceUse("cpu", self.rig.cpu or "system RAM", weights, kv, 0, cap, layers)
 
     # -- strategies ------------------------------------------------------------------------------
     def at(self, ctx: int) -> Placement:
@@ -243,7 +246,7 @@ class Placer:
             over = self._overhead(ctx, holds_output=(i == out_dev), gpu=i) if (i in used) else 0
             devices.append(DeviceUse(g.label, g.name or g.spec.name, w[i], k[i], over, self.caps[i], nl[i],
                                      i == out_dev))
-        host = self._host(host_w, host_k, n - sum(nl))
+        host = self._host(host_w, host_k, n - sum(nl), gpu_bytes=sum(d.total_bytes for d in devices))
         gpu_ok = all(d.fits for d in devices)
         full = n_gpu_layers > n and cpu_expert_layers == 0
         if full:
