@@ -21,7 +21,12 @@ def gib(n: float) -> str:
 
 
 def ktok(n: int) -> str:
-    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else (f"{n / 1000:.0f}k" if n >= 1000 else str(n))
+    """Tokens in the k (1024) people use for context sizes, rounded down so a fit is never overstated."""
+    if n < 1024:
+        return str(n)
+    if n % 1024 == 0:
+        return f"{n // 1024}k"
+    return f"{int(n / 1024 * 10) / 10:g}k"
 
 
 def fit001_fits(r: Report, c: Catalog) -> Iterator[Finding]:
