@@ -122,3 +122,15 @@ def test_a_rig_file_spanning_machines_must_name_its_network(catalog, tmp_path):
     path.write_text('[[gpu]]\nid = "rtx-3090"\nnode = 0\n[[gpu]]\nid = "rtx-3090"\nnode = 1\n')
     with pytest.raises(AdvisorError, match="network"):
         load_rig(catalog, path)
+
+
+def test_gpus_across_cpu_sockets_get_a_slower_link(catalog):
+    from dataclasses import replace as _replace
+
+    from advisor.engine.interconnect import gpu_link
+
+    rig = rig_from_flags(catalog, ["2xa100-pcie-80gb"], ram=256)
+    near = gpu_link(_replace(rig, topology=(("X", "PIX"), ("PIX", "X"))), 0, 1, catalog.rules)
+    far = gpu_link(_replace(rig, topology=(("X", "SYS"), ("SYS", "X"))), 0, 1, catalog.rules)
+    assert near.kind == "pcie_p2p" and far.kind == "pcie_host" and far.gb_s < near.gb_s
+    assert "sockets" in far.label

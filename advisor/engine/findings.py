@@ -221,8 +221,15 @@ def nvl004_what_changes_it(r: Report, c: Catalog) -> Iterator[Finding]:
                         "(vLLM --tensor-parallel-size 2 --pipeline-parallel-size N/2)")
         tips.append("for one user, a layer split needs no fast link (llama.cpp -sm layer; vLLM "
                     "--pipeline-parallel-size N)")
+    specs_bridge = all(s.nvlink is not None and s.nvlink.topology == "bridge" for s in specs)
+    if specs_bridge and not r.rig.nvlink:
+        bridge = float(c.rules["plan"]["nvlink_bridge_usd"])
+        tips.append(f"an NVLink bridge per pair (about ${bridge:.0f}, {c.rules['plan']['nvlink_bridge_basis']}) "
+                    f"gives the {r.interconnect.nvlink_speedup:.2f}x above")
+    elif not any(s.nvlink for s in specs):
+        tips.append(f"these cards have no NVLink connector ({specs[0].name}); the fixes above are the ones available")
     if tips:
-        yield Finding("NVL004", "info", "cheaper than a bridge: " + "; ".join(tips) + ".")
+        yield Finding("NVL004", "info", "what would change it: " + "; ".join(tips) + ".")
 
 
 def nvl005_across_machines(r: Report, c: Catalog) -> Iterator[Finding]:

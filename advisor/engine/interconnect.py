@@ -46,12 +46,17 @@ def gpu_link(rig: Rig, a: int, b: int, rules: dict, mode: str = "as_is") -> Link
     lanes = min(g.pcie_lanes or g.spec.pcie_lanes or 16 for g in (ga, gb))
     bw = pcie_gb_s(gen, lanes, rules)
     p2p = rig.p2p if rig.p2p is not None else (ga.spec.pcie_p2p and gb.spec.pcie_p2p)
+    word = rig.topology[a][b] if rig.topology and a < len(rig.topology) and b < len(rig.topology[a]) else ""
+    if word == "SYS":  # across CPU sockets (QPI/UPI): no P2P, and the inter-socket hop halves throughput
+        p2p = False
+        bw *= float(ic["pcie"]["chipset_bandwidth_factor"])
     if p2p:
         return Link("pcie_p2p", bw, float(ic["allreduce"]["latency_us"]["pcie_p2p"]),
                     f"PCIe {gen}.0 x{lanes}, peer-to-peer")
     return Link("pcie_host", bw * float(ic["pcie"]["host_staged_factor"]),
                 float(ic["allreduce"]["latency_us"]["pcie_host"]),
-                f"PCIe {gen}.0 x{lanes}, staged through host memory (no P2P)")
+                f"PCIe {gen}.0 x{lanes}, staged through host memory (no P2P)"
+                + (", across CPU sockets" if word == "SYS" else ""))
 
 
 def slowest_link(rig: Rig, devices: list[int], rules: dict, mode: str = "as_is") -> Link | None:
