@@ -43,6 +43,8 @@ def make_app(args: argparse.Namespace):
 
 
 def run_app(args: argparse.Namespace) -> int:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return _headless(args)
     try:
         app = make_app(args)
     except AdvisorError as exc:
@@ -50,3 +52,21 @@ def run_app(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     app.run()
     return 0
+
+
+def _headless(args: argparse.Namespace) -> int:
+    """Not a terminal (a pipe, a script, CI): answer in text instead of starting the app.
+
+    With a MODEL that is `advisor check MODEL`, without one `advisor fit`, on the same rig options.
+    """
+    from advisor.cli import main
+
+    rig = [*(f"--gpu={g}" for g in args.gpu), *(["--nvlink"] if args.nvlink else []),
+           *([f"--pcie={args.pcie}"] if args.pcie else []), *([f"--ram={args.ram}"] if args.ram else []),
+           *([f"--rig={args.rig}"] if args.rig else []), *(["--empty"] if args.empty else [])]
+    command = ["check", args.model, *rig] if args.model else ["fit", *rig]
+    code = main(command)
+    if code != EXIT_USAGE:  # bad input stays one line
+        sys.stderr.write(f"advisor: not a terminal, so no app: this was `advisor {' '.join(command)}` "
+                         f"(run `advisor` in a terminal for the app)\n")
+    return code

@@ -177,3 +177,12 @@ def test_absurd_user_entries_are_refused(run_cli, tmp_path, entry):
     r = run_cli("check", "llama-3.1-8b", "--gpu", "rtx-3090")
     assert r.returncode == 2 and "mine.toml" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_no_terminal_no_app_but_an_answer(run_cli):
+    """`advisor` in a pipe or a script answers in text instead of starting the app."""
+    r = run_cli()
+    assert r.returncode in (0, 1) and ("What runs on" in r.stdout or "No GPU" in r.stdout)
+    assert "not a terminal" in r.stderr
+    r = run_cli("llama-3.1-8b", "--gpu", "rtx-3090")
+    assert r.returncode == 0 and "FITS" in r.stdout

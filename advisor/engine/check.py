@@ -120,11 +120,22 @@ def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) ->
         chosen = False
     else:
         placer = None
+        first_running = None
+        reading = float(rules["memory"]["selection"]["reading_tokens_per_s"])
         for q in quant_ladder(catalog, runtime):
             p = Placer(model, q, runtime, rig, options, rules)
-            if p.at(ctx).fits:
+            at = p.at(ctx)
+            if at.fits:
                 placer = p
                 break
+            if rig.is_cpu_only and at.runs:
+                # No GPU: the best quality that still decodes at reading speed, else the first that runs.
+                first_running = first_running or p
+                tps = estimate_speed(at, rig, model, q, runtime, rules, options, ctx).decode_tokens_per_s or 0
+                if tps >= reading:
+                    placer = p
+                    break
+        placer = placer or first_running
         if placer is None:
             placer = Placer(model, fallback_quant(catalog, runtime), runtime, rig, options, rules)
         quant, chosen = placer.quant, True

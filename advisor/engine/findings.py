@@ -111,6 +111,9 @@ def qnt001_chosen(r: Report, c: Catalog) -> Iterator[Finding]:
         return
     if r.fits:
         msg = f"{r.quant.id} is the best-quality quantization that fits fully (no --quant given)"
+    elif r.rig.is_cpu_only and r.runs:
+        msg = (f"no GPU: {r.quant.id} is the best-quality quantization that runs from system RAM at reading "
+               f"speed, or the first that runs at all (no --quant given)")
     elif r.rig.is_cpu_only:
         msg = f"no GPU: showing {r.quant.id}, the common download (no --quant given)"
     else:

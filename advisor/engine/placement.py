@@ -332,16 +332,18 @@ class Placer:
                                  f"{have:.1f} GiB is usable")
 
     def max_context(self) -> int:
-        """The largest context (multiple of 256, up to the model's maximum) that still fits fully."""
+        """The largest context (multiple of 256, up to the model's maximum) that still fits fully
+        (on a CPU-only rig: that still runs from system RAM)."""
         limit = self.model.max_context
-        if not self.at(256).fits:
+        ok = (lambda p: p.runs) if self.rig.is_cpu_only else (lambda p: p.fits)  # no GPU: what RAM holds
+        if not ok(self.at(256)):
             return 0
-        if self.at(limit).fits:
+        if ok(self.at(limit)):
             return limit
         lo, hi = 1, limit // 256
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if self.at(mid * 256).fits:
+            if ok(self.at(mid * 256)):
                 lo = mid
             else:
                 hi = mid - 1

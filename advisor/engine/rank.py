@@ -48,12 +48,22 @@ def rank_models(catalog: Catalog, rig: Rig, options: Options, models: list[Model
         if r.fits:
             tps = f"{r.speed.decode_tokens_per_s:.0f} tok/s" if r.speed.decode_tokens_per_s else "speed unknown"
             note = f"{r.quant.id} ({TIER_WORDS[tier]}), {tps}, up to {r.max_context_tokens:,} context"
+        elif r.runs and rig.is_cpu_only:
+            note = f"{r.quant.id} on the CPU at {r.speed.decode_tokens_per_s or 0:.1f} tok/s"
         elif r.runs:
             note = f"does not fit on the GPUs; runs with {r.placement.strategy.replace('_', ' ')} at " \
                    f"{r.speed.decode_tokens_per_s or 0:.1f} tok/s"
         else:
             note = f"does not run: {r.placement.problem or 'too large for this rig'}"
         out.append(Ranked(m, r, tier, note))
+    if rig.is_cpu_only:
+        # No GPU: the biggest model that still decodes at reading speed without a steep quality loss.
+        reading = float(catalog.rules["memory"]["selection"]["reading_tokens_per_s"])
+        steep = float(catalog.rules["memory"]["selection"]["steep_kld"])
+        out.sort(key=lambda x: (not x.report.runs, (x.report.speed.decode_tokens_per_s or 0) < reading,
+                                (x.report.quant.kld or 0) >= steep, -x.model.params_total,
+                                -(x.report.speed.decode_tokens_per_s or 0)))
+        return out
     out.sort(key=lambda x: (x.tier == 4, x.tier == 3, -x.model.params_total if x.tier < 4 else 0,
                             -(x.report.speed.decode_tokens_per_s or 0)))
     return out
