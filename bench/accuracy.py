@@ -98,7 +98,7 @@ def report(outcomes: list[Outcome]) -> str:
         lines.append("")
         lines.append(f"{name} ({test}): median {s[f'{test}_median']:.1%}, p90 {s[f'{test}_p90']:.1%} over "
                      f"{s[f'{test}_rows']} llama-bench rows ({', '.join(SPEED_DATASETS)}; others listed, not counted)")
-        for key in ("dataset", "family"):
+        for key in ("dataset", "runtime", "family"):
             groups: dict[str, list[float]] = defaultdict(list)
             for o, e in errors(outcomes, test):
                 groups[getattr(o.case, key)].append(e)

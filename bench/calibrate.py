@@ -42,13 +42,14 @@ class Row:
     dataset: str
     run: object
     """Seconds for this row under a rules dict: a closure over the fixed placement."""
+    runtime: str = "llama.cpp"
 
 
 def build_rows() -> list[Row]:
     catalog = load_catalog(user=False)
     rows = []
     for c in load_cases(catalog):
-        if c.measured is None or c.dataset not in SPEED_DATASETS:
+        if c.measured is None or (c.dataset not in SPEED_DATASETS and c.runtime == "llama.cpp"):
             continue
         placer = placer_for(catalog, c)
         p = placer.at(c.ctx)
@@ -64,7 +65,7 @@ def build_rows() -> list[Row]:
             run = (lambda a, n: lambda rules: prefill_seconds(*a, rules, n))(args, c.n_prompt)
             measured = c.n_prompt / c.measured
         rows.append(Row(c.test, g.arch, placer.quant.kernel, spd.backend_of(g, placer.runtime), measured,
-                        c.dataset, run))
+                        c.dataset, run, c.runtime))
     return rows
 
 
@@ -75,7 +76,7 @@ def loss(rows: list[Row], rules: dict) -> float:
 def fit(rows: list[Row], test: str, rules: dict) -> dict:
     """Coordinate descent over the section's tables; returns the fitted section."""
     part = "decode" if test == "tg" else "prefill"
-    rows = [r for r in rows if r.test == test]
+    rows = [r for r in rows if r.test == test and r.runtime == "llama.cpp"]
     rules = copy.deepcopy(rules)
     sec = rules["speed"][part]
     start_eff = 0.8 if test == "tg" else 0.5
@@ -128,6 +129,24 @@ def fit(rows: list[Row], test: str, rules: dict) -> dict:
     return sec
 
 
+def fit_runtime(rows: list[Row], runtime: str, rules: dict) -> dict | None:
+    """Another runtime's own fixed decode costs (per token, per layer), the fractions kept from llama.cpp."""
+    rows = [r for r in rows if r.runtime == runtime and r.test == "tg"]
+    if len(rows) < MIN_ROWS:
+        return None
+    rules = copy.deepcopy(rules)
+    table = rules["speed"].setdefault("by_runtime", {})
+    best, best_loss = None, float("inf")
+    for token in range(0, 2001, 50):
+        for layer in range(0, 121, 4):
+            table[runtime] = {"per_token_us": float(token), "per_layer_us": float(layer)}
+            trial = loss(rows, rules)
+            if trial < best_loss:
+                best, best_loss = dict(table[runtime]), trial
+    print(f"# {runtime}: mean |log error| {best_loss:.3f} over {len(rows)} rows", file=sys.stderr)
+    return best
+
+
 def _inline(d: dict, digits: int) -> str:
     return "{ " + ", ".join(f'{k} = {round(v, digits)}' if re.match(r"^[a-z0-9_]+$", k) else f'"{k}" = {round(v, digits)}'
                             for k, v in d.items()) + " }"
@@ -137,6 +156,9 @@ def main() -> int:
     rules = load_catalog(user=False).rules
     rows = build_rows()
     dec, pre = fit(rows, "tg", rules), fit(rows, "pp", rules)
+    fitted = copy.deepcopy(rules)
+    fitted["speed"]["decode"].update(dec)
+    own = {rt: fit_runtime(rows, rt, fitted) for rt in sorted({r.runtime for r in rows} - {"llama.cpp"})}
     print(f"# rows used: {dict(Counter((r.test, r.dataset) for r in rows))}")
     text = {
         ("decode", "arch_efficiency"): _inline(dec["arch_efficiency"], 3),
@@ -147,6 +169,7 @@ def main() -> int:
         ("prefill", "kernel_factor"): _inline(pre["kernel_factor"], 3),
         ("prefill", "per_layer_us"): _inline(pre["per_layer_us"], 1),
         ("prefill", "attention_efficiency"): f"{round(pre['attention_efficiency'], 4)}",
+        **{("by_runtime", rt): _inline(v, 1) for rt, v in own.items() if v},
     }
     for (sec, key), val in text.items():
         print(f"[{sec}] {key} = {val}")
@@ -154,6 +177,8 @@ def main() -> int:
         path = ROOT / "rules" / "speed.toml"
         src = path.read_text()
         for (sec, key), val in text.items():
+            if sec == "by_runtime":
+                key = f'"{key}"'
             block_start = src.index(f"[{sec}]")
             block_end = src.find("\n[", block_start + 1)
             block_end = len(src) if block_end < 0 else block_end

@@ -48,8 +48,10 @@ MODELS = {"llama-2-7b": "llama-2-7b", "llama-3-8b": "llama-3-8b", "llama-3-70b":
           "llama-3.1-8b": "llama-3.1-8b", "llama-2-13b": "llama-2-13b", "llama-2-70b": "llama-2-70b",
           "gpt-oss-20b": "gpt-oss-20b", "gpt-oss-120b": "gpt-oss-120b",
           "qwen3-coder-30b-a3b-instruct": "qwen3-coder-30b-a3b", "qwen2.5-coder-7b": "qwen2.5-coder-7b",
-          "gemma-3-4b-it-qat": "gemma-3-4b"}
-RUNTIMES = {"llama.cpp"}
+          "gemma-3-4b-it-qat": "gemma-3-4b", "tinyllama-1.1b": "tinyllama-1.1b"}
+RUNTIMES = {"llama.cpp", "exllamav2"}
+QUANTS = {"EXL2 2.5bpw": "exl2-2.5", "EXL2 3.0bpw": "exl2-3.0", "EXL2 4.0bpw": "exl2-4.0", "EXL2 5.0bpw": "exl2-5.0",
+          "GPTQ 4-bit g128": "gptq"}
 SPEED_DATASETS = ("xiongjiedai_llama3", "cuda_scoreboard_15013", "apple_4167", "dgx_spark_bench")
 """llama-bench tables: the speed fit and the headline error use these. Left out: the Dec 2023
 `./main` timings (row split, prompt-eval numbers that do not behave like llama-bench pp) and the
@@ -71,6 +73,7 @@ class Case:
     """tokens/s, None for out of memory."""
     family: str
     source: str
+    runtime: str = "llama.cpp"
 
     @property
     def ctx(self) -> int:
@@ -97,13 +100,15 @@ def load_cases(catalog: Catalog | None = None) -> list[Case]:
         for row in csv.DictReader(fh):
             if row["runtime"] not in RUNTIMES or row["model"] not in MODELS or row["test"] not in ("pp", "tg"):
                 continue
-            if row["backend"] not in ("CUDA", "Metal") or not row["gpu_count"].isdigit() or row["depth"] not in ("", "0"):
+            if row["backend"] not in ("CUDA", "Metal", "") or not row["gpu_count"].isdigit() \
+                    or row["depth"] not in ("", "0"):
                 continue
+            quant = QUANTS.get(row["quant"], row["quant"])
             gid = _gpu_id(catalog, row["gpu"])
             if gid is None or gid not in catalog.gpus:
                 continue
             try:
-                resolve_quant(catalog, row["quant"])
+                resolve_quant(catalog, quant)
             except Exception:  # noqa: BLE001 - a quant we do not model
                 continue
             measured = float(row["tokens_per_s"]) if row["tokens_per_s"] else None
@@ -113,9 +118,10 @@ def load_cases(catalog: Catalog | None = None) -> list[Case]:
             cases.append(Case(
                 dataset=row["dataset"], gpu_id=gid, gpu_count=int(row["gpu_count"]),
                 split={"none": "layer", "layer": "layer", "row": "tensor", "tensor": "tensor"}.get(row["split"], "layer"),
-                model_id=MODELS[row["model"]], quant=row["quant"], test=row["test"],
-                n_prompt=int(row["n_prompt"] or 0), n_gen=int(row["n_gen"] or 0), measured=measured,
-                family="apple" if spec.vendor == "apple" else spec.arch, source=row["source_url"]))
+                model_id=MODELS[row["model"]], quant=quant, test=row["test"],
+                n_prompt=int(row["n_prompt"] or 0), n_gen=int(row["n_gen"] or 0) or (128 if row["test"] == "tg" else 0),
+                measured=measured, family="apple" if spec.vendor == "apple" else spec.arch, source=row["source_url"],
+                runtime=row["runtime"]))
     return cases
 
 
@@ -126,5 +132,6 @@ def rig_for(catalog: Catalog, case: Case) -> Rig:
 def placer_for(catalog: Catalog, case: Case) -> Placer:
     rig = rig_for(catalog, case)
     quant = resolve_quant(catalog, case.quant)
-    opts = Options(quant=quant.id, ctx=case.ctx, prompt_tokens=max(case.n_prompt, 1), split=case.split)
-    return Placer(catalog.models[case.model_id], quant, catalog.runtimes["llama.cpp"], rig, opts, catalog.rules)
+    opts = Options(quant=quant.id, ctx=case.ctx, prompt_tokens=max(case.n_prompt, 1), split=case.split,
+                   runtime=case.runtime)
+    return Placer(catalog.models[case.model_id], quant, catalog.runtimes[case.runtime], rig, opts, catalog.rules)

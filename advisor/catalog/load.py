@@ -242,8 +242,9 @@ def _load_catalog(user: Path | None | bool) -> Catalog:
     for stem, is_rules, data in _builtin_data():
         data = dict(data)
         for kind, cls in KINDS.items():
-            for entry in data.pop(kind, []):
-                tables[kind][entry["id"]] = _build(cls, entry)
+            if isinstance(data.get(kind), list):  # [[kind]] arrays are entries; a plain [kind] table is rules
+                for entry in data.pop(kind):
+                    tables[kind][entry["id"]] = _build(cls, entry)
         if is_rules and data:
             rules[stem] = data
     if user is not False:
