@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from advisor.catalog.types import GIB
 from advisor.engine.options import Options
 from advisor.engine.plan import make_plan
 from advisor.engine.rank import rank_models

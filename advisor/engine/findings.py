@@ -8,7 +8,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster start)
 if TYPE_CHECKING:
-    from typing import Callable, Iterator
+    from typing import Callable, Iterator  # noqa: F401 - the Rule alias below names them
 
 from advisor.catalog.types import GIB, Catalog
 from advisor.engine.result import Finding, Report
