@@ -183,6 +183,8 @@ def _plan_parser(sub) -> None:
     g.add_argument("--min-tps", type=_positive_float, metavar="N", help="minimum single-stream decode tokens/s")
     g.add_argument("--budget", type=_positive_float, metavar="USD", help="most you will spend")
     g.add_argument("--have", action="append", default=[], metavar="SPEC", help="GPUs you own ([Nx]GPU_ID): kept, cost nothing")
+    g.add_argument("--rig", metavar="FILE", type=Path,
+                   help="a rig file (advisor detect --save): its GPUs count as owned, its RAM as the rig's")
     g.add_argument("--ram", metavar="GB", help="system RAM of the rig (default 64)")
     g.add_argument("--price", action="append", default=[], metavar="ID=USD", help="override a GPU's price")
     g.add_argument("--kwh-price", type=_positive_float, default=None, metavar="USD", help="electricity price per kWh")

@@ -109,3 +109,13 @@ def test_concurrency_batches_decode(catalog):
     assert many.speed.aggregate_decode_tokens_per_s > 4 * one.speed.decode_tokens_per_s
     assert many.speed.per_stream_decode_tokens_per_s < one.speed.decode_tokens_per_s
     assert many.kv_cache_bytes == 16 * one.kv_cache_bytes
+
+
+def test_plan_counts_a_rig_files_gpus_as_owned(run_cli, tmp_path):
+    rig = tmp_path / "rig.toml"
+    rig.write_text('[rig]\nram_gib = 64\n[[gpu]]\nid = "rtx-3090"\n')
+    a = json.loads(run_cli("plan", "llama-3.1-70b", "--quant", "Q4_K_M", "--min-tps", "10", "--rig", str(rig),
+                           "--json").stdout)
+    b = json.loads(run_cli("plan", "llama-3.1-70b", "--quant", "Q4_K_M", "--min-tps", "10", "--have", "rtx-3090",
+                           "--json").stdout)
+    assert a["options"] == b["options"] and a["target"]["have"] == ["rtx-3090"]

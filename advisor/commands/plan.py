@@ -22,6 +22,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     catalog = load_catalog()
     model = catalog.models[resolve(catalog.models, args.model, "model")]
     have = [parse_gpu_spec(catalog.gpus, h) for h in args.have]
+    rig_ram = None
+    if args.rig is not None:
+        from collections import Counter
+
+        from advisor.probe.rigfile import load_rig
+
+        rig = load_rig(catalog, args.rig)
+        unknown = sorted({g.spec.id for g in rig.gpus if g.spec.id not in catalog.gpus})
+        if unknown:
+            raise AdvisorError(f"{args.rig}: {', '.join(unknown)} is not in the catalog, so plan cannot price "
+                               f"around it", "use --have with catalog ids")
+        have += [(n, gid) for gid, n in Counter(g.spec.id for g in rig.gpus).items()]
+        rig_ram = rig.ram_bytes
     prices = {}
     for item in args.price:
         gid, _, usd = item.partition("=")
@@ -31,7 +44,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise AdvisorError(f"--price {item!r} is not ID=USD", "e.g. --price rtx-3090=700") from None
         if not 0 <= prices[resolve(catalog.gpus, gid, "gpu")] < 1e7:
             raise AdvisorError(f"--price {item!r} is out of range")
-    ram = parse_ram(args.ram) if args.ram else int(catalog.rules["plan"]["default_ram_gib"] * GIB)
+    ram = parse_ram(args.ram) if args.ram else (rig_ram or int(catalog.rules["plan"]["default_ram_gib"] * GIB))
     plan = make_plan(catalog, model, options_from(args), min_tps=args.min_tps, budget=args.budget, have=have,
                      prices=prices, ram_bytes=ram, kwh_usd=args.kwh_price, top=args.top, used=args.used)
     if _fmt(args) == "json":
