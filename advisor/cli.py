@@ -282,10 +282,8 @@ def cmd_catalog_list(args: argparse.Namespace) -> int:
     entries = catalog.models if args.command == "models" else catalog.gpus
     rows = list(entries.values())
     if args.query:
-        q = normal(args.query)
-        qn = q.replace("-", "")
-        rows = [e for e in rows if any(q in normal(n) or qn in normal(n).replace("-", "")
-                                       for n in (e.id, e.name, *e.aliases))]
+        q = "-" + normal(args.query)  # match from a word boundary: "m2" finds the M2s, not "sxm2"
+        rows = [e for e in rows if any(q in "-" + normal(n) for n in (e.id, e.name, *e.aliases))]
     if _fmt(args) == "json":
         out = []
         for e in rows:
