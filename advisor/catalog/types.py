@@ -160,6 +160,9 @@ class ModelSpec(Record):
     """Multi-head latent attention: compressed KV rank (0: not MLA)."""
     qk_rope_head_dim: int = 0
     """Multi-head latent attention: decoupled RoPE key dimension cached beside the latent."""
+    native_quant: str = ""
+    """The format the weights are published in when it is not 16-bit and files keep it (gpt-oss:
+    MXFP4 experts in every GGUF); the advisor then starts its quantization choice there."""
     aliases: tuple[str, ...] = ()
     """Other names people type for this model."""
     notes: str = ""

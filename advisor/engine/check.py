@@ -74,16 +74,32 @@ def check_runtime_hardware(runtime: RuntimeSpec, rig: Rig) -> None:
                            f"it runs on: {', '.join(runtime.vendors)}; llama.cpp runs everywhere")
 
 
-def quant_ladder(catalog: Catalog, runtime: RuntimeSpec) -> list[QuantSpec]:
+def quant_ladder(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None = None) -> list[QuantSpec]:
+    """The quantizations to try, best quality first. A model published in a low-bit format
+    (`native_quant`) starts there: its 16-bit files only widen the small non-expert part."""
     sel = catalog.rules["memory"]["selection"]
     key = {"llama.cpp": "gguf", "ollama": "gguf"}.get(runtime.id, runtime.id)
-    return [resolve_quant(catalog, q) for q in sel[key]]
+    ladder = [resolve_quant(catalog, q) for q in sel[key]]
+    native = _native(catalog, runtime, model)
+    if native is not None:
+        ladder = [native] + [q for q in ladder if q.bits_per_weight < native.bits_per_weight]
+    return ladder
 
 
-def fallback_quant(catalog: Catalog, runtime: RuntimeSpec) -> QuantSpec:
+def fallback_quant(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None = None) -> QuantSpec:
+    native = _native(catalog, runtime, model)
+    if native is not None:
+        return native
     sel = catalog.rules["memory"]["selection"]
     key = {"llama.cpp": "gguf", "ollama": "gguf"}.get(runtime.id, runtime.id)
     return resolve_quant(catalog, sel["fallback"][key])
+
+
+def _native(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None) -> QuantSpec | None:
+    if model is None or not model.native_quant:
+        return None
+    q = resolve_quant(catalog, model.native_quant)
+    return q if runtime.id in q.runtimes else None
 
 
 def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) -> Report:
@@ -122,7 +138,7 @@ def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) ->
         placer = None
         first_running = None
         reading = float(rules["memory"]["selection"]["reading_tokens_per_s"])
-        for q in quant_ladder(catalog, runtime):
+        for q in quant_ladder(catalog, runtime, model):
             p = Placer(model, q, runtime, rig, options, rules)
             at = p.at(ctx)
             if at.fits:
@@ -137,7 +153,7 @@ def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) ->
                     break
         placer = placer or first_running
         if placer is None:
-            placer = Placer(model, fallback_quant(catalog, runtime), runtime, rig, options, rules)
+            placer = Placer(model, fallback_quant(catalog, runtime, model), runtime, rig, options, rules)
         quant, chosen = placer.quant, True
     placement = placer.at(ctx)
     max_ctx = placer.max_context()

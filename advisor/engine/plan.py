@@ -80,7 +80,7 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
               prices: dict[str, float] | None = None, ram_bytes: int = 64 * GIB, kwh_usd: float | None = None,
               top: int = 5, used: bool = False) -> Plan:
     runtime = check_options(catalog, options)
-    quant = resolve_quant(catalog, options.quant) if options.quant else fallback_quant(catalog, runtime)
+    quant = resolve_quant(catalog, options.quant) if options.quant else fallback_quant(catalog, runtime, model)
     if runtime.id not in quant.runtimes:
         from advisor.errors import AdvisorError
 
