@@ -178,3 +178,20 @@ def test_best_quant_is_chosen_and_said(catalog):
     assert any(f.code == "QNT001" for f in r.findings)
     big = evaluate(catalog, rig, "llama-3.1-405b")
     assert not big.fits and big.quant.id == "Q4_K_M"
+
+
+def test_vllm_activation_peak_matches_its_logs(catalog):
+    """vLLM's logged PyTorch activation peak at 8192 batched tokens on an H100 (tests/data/vllm_memory_logs.csv)."""
+    rt = catalog.runtimes["vllm"]
+    for model, logged_gib in (("llama-3.1-8b", 4.76), ("qwen3-32b", 5.64), ("qwen3-0.6b", 5.56)):
+        peak = mem.compute_buffer_bytes(catalog.models[model], rt, 16000, holds_output=True, flash_attention=True,
+                                        ubatch=8192) - rt.compute_fixed_mib * MIB
+        assert abs(peak / GIB / logged_gib - 1) < 0.15, (model, peak / GIB)
+
+
+def test_vllm_on_an_h100_leaves_the_logged_kv_space(catalog):
+    """Row 19: Llama 3.1 8B BF16 on an H100 at 0.9 utilisation left 51.38 GiB for the KV cache."""
+    p = placer(catalog, "llama-3.1-8b", ["h100-sxm"], quant="BF16", runtime="vllm", ctx=16000).at(16000)
+    d = p.devices[0]
+    free_for_kv = d.capacity_bytes - d.weights_bytes - d.overhead_bytes
+    assert abs(free_for_kv / GIB - 51.38) < 2.0

@@ -233,6 +233,12 @@ class RuntimeSpec(Record):
     """Fixed part of the compute buffer per GPU, MiB."""
     compute_basis: str
     """Where the compute-buffer model comes from."""
+    ubatch_large: int = 0
+    """Micro-batch on large GPUs (0: same as `ubatch`)."""
+    large_gpu_gib: float = 0.0
+    """GPUs with at least this much memory (A100s excepted) use `ubatch_large`."""
+    context_mib_many_gpus: float = 0.0
+    """Extra per-GPU memory outside the allocator when 8 or more GPUs talk (NCCL buffers), MiB."""
     gpu_memory_utilization: float = 0.0
     """Fraction of each GPU the runtime reserves up front (vLLM); 0 when it allocates what it needs."""
     embeddings_on_host: bool = False

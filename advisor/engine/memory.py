@@ -131,6 +131,7 @@ def compute_buffer_bytes(
     holds_output: bool,
     flash_attention: bool,
     heads_on_device: int | None = None,
+    ubatch: int | None = None,
 ) -> int:
     """A runtime's compute (scratch) buffer on one GPU, in bytes.
 
@@ -145,7 +146,7 @@ def compute_buffer_bytes(
     Gemma 2 (507) in tests/data/llamacpp_memory_logs.csv. Builds since 2025 reserve one output
     token instead of ub, so this is the conservative (larger) side.
     """
-    ub = min(runtime.ubatch, max(ctx_cells, 1))
+    ub = min(ubatch or runtime.ubatch, max(ctx_cells, 1))
     heads = model.attention_heads if heads_on_device is None else heads_on_device
     h = model.hidden_size
     if runtime.id not in ("llama.cpp", "ollama"):
@@ -161,14 +162,18 @@ def compute_buffer_bytes(
 
 def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, ctx_cells: int, heads: int,
                        holds_output: bool) -> int:
-    """PyTorch runtimes (vLLM, ExLlamaV2, MLX, transformers): activations of one chunk of `ub` tokens
-    in 16-bit (residual, norms and the MLP's gate/up/act), logits and probabilities in f32 only for
-    the rows that are sampled (at most 256 sequences), and for transformers' eager attention the
-    16-bit score matrix. Their fixed part (CUDA graphs, workspaces) is `compute_fixed_mib`."""
+    """PyTorch runtimes (vLLM, ExLlamaV2, MLX, transformers): the activation peak of one chunk of `ub`
+    tokens: f32 logits for the whole chunk (vocab x ub x 4, which dominates), the 16-bit residual,
+    norms and MLP activations, and for transformers' eager attention the 16-bit score matrix.
+
+    vLLM's logged "PyTorch activation peak" matches this: 4.76 GiB for Llama 3.1 8B and 5.56-5.64 GiB
+    for Qwen3 0.6B/32B at 8192 batched tokens on H100, ~1.2-1.45 GiB for 7-32B at 2048
+    (tests/data/vllm_memory_logs.csv rows 1, 6, 9, 19-23, 26). Fixed costs (CUDA graphs) are
+    `compute_fixed_mib`."""
     share = heads / max(model.attention_heads, 1)  # tensor parallel shards the MLP like the heads
     width = model.moe_intermediate_size * max(model.experts_active, 1) if model.is_moe else model.intermediate_size
     act = ub * (4 * model.hidden_size + 3 * width * share) * 2
-    logits = model.vocab_size * min(ub, 256) * 4 * 2 if holds_output else 0
+    logits = model.vocab_size * ub * 4 if holds_output else 0
     scores = heads * ctx_cells * ub * 2 if runtime.id == "transformers" else 0
     return int(act + logits + scores)
 

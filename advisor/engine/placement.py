@@ -168,9 +168,17 @@ class Placer:
         cells = mem.kv_cells(ctx, self.runtime, self.rules) * self.options.concurrency
         unified = bool(self.rig.gpus) and self.rig.gpus[gpu].spec.unified_memory
         context = 0 if unified or not self.rig.gpus else mem.context_bytes(self.runtime)
+        rt = self.runtime
+        ubatch = rt.ubatch
+        if self.rig.gpus and rt.ubatch_large:
+            spec = self.rig.gpus[gpu].spec
+            if spec.vram_gib >= rt.large_gpu_gib and not spec.id.startswith("a100"):
+                ubatch = rt.ubatch_large
+        if context and len(self.rig.gpus) >= 8:
+            context += int(rt.context_mib_many_gpus * mem.MIB)
         return context + mem.compute_buffer_bytes(
-            self.model, self.runtime, cells, holds_output=holds_output,
-            flash_attention=self.flash_attention, heads_on_device=heads)
+            self.model, rt, cells, holds_output=holds_output,
+            flash_attention=self.flash_attention, heads_on_device=heads, ubatch=ubatch)
 
     def _host(self, weights: int, kv: int, layers: int, gpu_bytes: int = 0) -> DeviceUse:
         """System RAM's share. On unified memory what the GPU holds comes out of the same RAM, and the
