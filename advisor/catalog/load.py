@@ -212,6 +212,9 @@ def _builtin_data() -> list[tuple[str, bool, dict[str, Any]]]:
     import json
     import zlib
 
+    shipped = Path(__file__).resolve().parent.parent / "_data" / "catalog.json"
+    if shipped.is_file():  # a wheel install: parsed at build time from these same files (hatch_build.py)
+        return [(stem, rules, data) for stem, rules, data in json.loads(shipped.read_text(encoding="utf-8"))]
     db_dir, rules_dir = builtin_dirs()
     paths = _toml_files(db_dir) + _toml_files(rules_dir)
     stamp = repr([(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths]).encode()
