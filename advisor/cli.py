@@ -219,6 +219,22 @@ def _emit(text: str) -> None:
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
+def _emit_text(args: argparse.Namespace, title: str, text: str) -> None:
+    """Plain text, or for --format markdown the same under a heading in a fenced block."""
+    _emit(f"## {title}\n\n```\n{text.rstrip()}\n```" if _fmt(args) == "markdown" else text)
+
+
+def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]], markdown: bool = False) -> str:
+    """Columns for a terminal (first and last left-aligned, numbers right-aligned), or a markdown table."""
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        return "\n".join(lines + ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    last = len(header) - 1
+    return "\n".join("  ".join(c.ljust(w) if i in (0, last) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+                     .rstrip() for r in [header, *rows])
+
+
 def _emit_json(obj: Any) -> None:
     _emit(json.dumps(obj, indent=2, ensure_ascii=False))
 
@@ -296,20 +312,17 @@ def cmd_catalog_list(args: argparse.Namespace) -> int:
     else:
         from advisor.catalog.types import GIB
 
-        lines = []
         if args.command == "models":
-            lines.append(f"{'id':<32} {'params':>9} {'active':>9} {'layers':>6} {'ctx':>8}  name")
-            for m in rows:
-                lines.append(f"{m.id:<32} {m.params_total / 1e9:>8.1f}B {m.params_active / 1e9:>8.1f}B "
-                             f"{m.layers:>6} {m.max_context:>8}  {m.name}")
+            header = ("id", "params", "active", "layers", "ctx", "name")
+            table = [(m.id, f"{m.params_total / 1e9:.1f}B", f"{m.params_active / 1e9:.1f}B", str(m.layers),
+                      str(m.max_context), m.name) for m in rows]
         else:
-            lines.append(f"{'id':<26} {'memory':>8} {'GB/s':>7} {'TFLOPS':>7} {'link':>10} {'price':>8}  name")
-            for g in rows:
-                link = f"NVL{g.nvlink.generation}" if g.nvlink else (f"PCIe{g.pcie_gen}x{g.pcie_lanes}" if g.pcie_gen else "SoC")
-                price = f"${g.price.usd:,.0f}" if g.price else "—"
-                lines.append(f"{g.id:<26} {g.vram_bytes / GIB:>6.0f}GB {g.memory_bandwidth_gb_s:>7.0f} "
-                             f"{g.fp16_tflops:>7.1f} {link:>10} {price:>8}  {g.name}")
-        _emit("\n".join(lines))
+            header = ("id", "memory", "GB/s", "TFLOPS", "link", "price", "name")
+            table = [(g.id, f"{g.vram_bytes / GIB:.0f}GB", f"{g.memory_bandwidth_gb_s:.0f}", f"{g.fp16_tflops:.1f}",
+                      f"NVL{g.nvlink.generation}" if g.nvlink else (f"PCIe{g.pcie_gen}x{g.pcie_lanes}" if g.pcie_gen else "SoC"),
+                      (f"${g.price.usd:,.0f}" + (" used" if g.price.condition == "used" else "")) if g.price else "—",
+                      g.name) for g in rows]
+        _emit(format_table(header, table, markdown=_fmt(args) == "markdown"))
     return EXIT_YES if rows else EXIT_NO
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from advisor.cli import EXIT_YES, _emit, _emit_json, _fmt
+from advisor.cli import EXIT_YES, _emit_json, _emit_text, _fmt
 from advisor.errors import AdvisorError
 
 
@@ -90,6 +90,6 @@ def cmd_detect(args: argparse.Namespace) -> int:
         lines += [f"warning: {w}" for w in det.warnings]
         if args.save is not None:
             lines.append(f"saved the rig to {args.save} (edit it freely; use it with --rig)")
-        _emit("\n".join(lines))
+        _emit_text(args, "advisor detect", "\n".join(lines))
     # Reading the machine is the answer, GPUs or not: a machine without one is a result, not an error.
     return EXIT_YES

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from advisor.cli import EXIT_NO, EXIT_YES, _emit, _emit_json, _fmt, options_from
+from advisor.cli import EXIT_NO, EXIT_YES, _emit_json, _emit_text, _fmt, options_from
 from advisor.errors import AdvisorError
 
 
@@ -84,5 +84,5 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if plan.unpriced:
             lines.append(f"Left out for lack of a price: {', '.join(plan.unpriced[:12])}"
                          + (" ..." if len(plan.unpriced) > 12 else "") + " (--price ID=USD adds one).")
-        _emit("\n".join(lines))
+        _emit_text(args, f"advisor plan {model.id}", "\n".join(lines))
     return EXIT_YES if plan.options else EXIT_NO
