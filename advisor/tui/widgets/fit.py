@@ -33,12 +33,18 @@ class FitView(Vertical):
         """`ranked` is `advisor.engine.rank.rank_models` output, best first; rows are those that fit."""
         table = self.query_one(DataTable)
         table.clear()
-        fits = [x for x in ranked if x.report.fits]
+        cpu = bool(ranked) and ranked[0].report.rig.is_cpu_only
+        fits = [x for x in ranked if (x.report.runs if cpu else x.report.fits)]  # no GPU: what runs from RAM
         for x in fits:
             r = x.report
-            table.add_row(r.model.name, right(f"{r.model.params_total / 1e9:.1f}B"), r.quant.id, TIER_WORDS[x.tier],
+            quality = "CPU only" if cpu else TIER_WORDS[x.tier]
+            table.add_row(r.model.name, right(f"{r.model.params_total / 1e9:.1f}B"), r.quant.id, quality,
                           right(rate(r.speed.decode_tokens_per_s)),
                           right(f"{r.speed.prefill_tokens_per_s or 0:,.0f} tok/s"), right(f"{r.max_context_tokens:,}"),
                           STRATEGY_WORDS.get(r.placement.strategy, r.placement.strategy), key=r.model.id)
-        self.show_status(f"{len(fits)} of {len(ranked)} models fit fully ({what}). Best first: quality that fits, "
-                         f"then size, then speed. Enter opens one.")
+        if cpu:
+            self.show_status(f"No GPU: {len(fits)} of {len(ranked)} models run from system RAM ({what}). Best first: "
+                             f"the biggest at reading speed. Enter opens one; r picks a rig with GPUs.")
+        else:
+            self.show_status(f"{len(fits)} of {len(ranked)} models fit fully ({what}). Best first: quality that "
+                             f"fits, then size, then speed. Enter opens one.")
