@@ -21,7 +21,7 @@ class Record:
     __slots__ = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        names, defaults = _spec(type(self))
+        names, defaults, factories = _spec(type(self))
         if len(args) > len(names):
             raise TypeError(f"{type(self).__name__}() takes at most {len(names)} positional arguments")
         values = dict(zip(names, args))
@@ -36,7 +36,7 @@ class Record:
                 default = defaults.get(name, MISSING)
                 if default is MISSING:
                     raise TypeError(f"{type(self).__name__}() missing required argument {name!r}")
-                values[name] = default() if callable(default) and name in _factories(type(self)) else default
+                values[name] = default() if name in factories else default
             object.__setattr__(self, name, values[name])
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -61,11 +61,11 @@ class Record:
         return f"{type(self).__name__}({fields})"
 
 
-_SPECS: dict[type, tuple[tuple[str, ...], dict[str, Any]]] = {}
-_FACTORIES: dict[type, frozenset[str]] = {}
+_SPECS: dict[type, tuple[tuple[str, ...], dict[str, Any], frozenset[str]]] = {}
 
 
-def _spec(cls: type) -> tuple[tuple[str, ...], dict[str, Any]]:
+def _spec(cls: type) -> tuple[tuple[str, ...], dict[str, Any], frozenset[str]]:
+    """Field names, defaults, and the names whose default is a factory to call, read once per class."""
     spec = _SPECS.get(cls)
     if spec is None:
         names, defaults, factories = [], {}, set()
@@ -76,14 +76,8 @@ def _spec(cls: type) -> tuple[tuple[str, ...], dict[str, Any]]:
             elif f.default_factory is not MISSING:
                 defaults[f.name] = f.default_factory
                 factories.add(f.name)
-        spec = _SPECS[cls] = (tuple(names), defaults)
-        _FACTORIES[cls] = frozenset(factories)
+        spec = _SPECS[cls] = (tuple(names), defaults, frozenset(factories))
     return spec
-
-
-def _factories(cls: type) -> frozenset[str]:
-    _spec(cls)
-    return _FACTORIES[cls]
 
 
 def record(cls: type) -> type:

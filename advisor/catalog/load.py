@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import fields, is_dataclass
 from functools import lru_cache
 from pathlib import Path
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster start)
@@ -344,7 +344,3 @@ def schemas() -> dict[str, Any]:
     """JSON Schemas of every entry type (for `advisor catalog schema`)."""
     return {kind: _adapter(cls).json_schema() for kind, cls in KINDS.items()}
 
-
-def with_price(gpu: GpuSpec, usd: float, source: str) -> GpuSpec:
-    """A copy of `gpu` with a user-given price."""
-    return replace(gpu, price=Price(usd=usd, date="user", source=source, condition="user"))

@@ -175,23 +175,16 @@ def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) ->
     return replace(report, findings=run_rules(report, catalog))
 
 
-def _kv_on_devices(placement: Placement, depth_cells: int, ctx_cells: int) -> list[int]:
-    """KV bytes each GPU reads per decode step when `depth_cells` of its `ctx_cells` are filled."""
-    if ctx_cells <= 0:
-        return [0] * len(placement.devices)
-    return [int(d.kv_cache_bytes * min(depth_cells, ctx_cells) / ctx_cells) for d in placement.devices]
-
-
 def decode_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
                    rules: dict, options: Options, ctx: int, depth: int, streams: int = 1) -> float:
-    """Seconds per decode step with `depth` tokens of each stream's context already in the KV cache."""
-    cells = mem.kv_cells(ctx, runtime, rules) * options.concurrency
-    kv = _kv_on_devices(placement, depth * options.concurrency, cells)
-    if streams == 1 and options.concurrency > 1:
-        kv = [k // options.concurrency for k in kv]
-    host_kv = int(placement.host.kv_cache_bytes * min(depth * options.concurrency, cells) / cells) if cells else 0
-    if streams == 1 and options.concurrency > 1:
-        host_kv //= options.concurrency
+    """Seconds per decode step of `streams` sequences, each with `depth` tokens already in its KV cache.
+
+    The placement holds KV cache for `options.concurrency` sequences of `ctx` tokens; a step reads the
+    filled part of the active streams' share, wherever it sits (GPUs or system RAM)."""
+    per_stream = mem.kv_cells(ctx, runtime, rules)
+    share = streams * min(depth, per_stream) / (per_stream * options.concurrency)
+    kv = [int(d.kv_cache_bytes * share) for d in placement.devices]
+    host_kv = int(placement.host.kv_cache_bytes * share)
     step = spd.decode_step(placement, rig, model, quant, runtime, rules, kv_depth_bytes=kv, streams=streams,
                            host_kv_bytes=host_kv)
     lt = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams)

@@ -75,10 +75,6 @@ class Placement(Record):
     def offloaded_bytes(self) -> int:
         return self.host.weights_bytes
 
-    @property
-    def gpu_total_bytes(self) -> int:
-        return sum(d.total_bytes for d in self.devices)
-
 
 def f32(x: float) -> float:
     """Round to float32, as llama.cpp's split arithmetic does."""

@@ -16,7 +16,7 @@ from advisor.catalog.types import GIB, Catalog, GpuSpec, ModelSpec, QuantSpec
 from advisor.engine.check import check_options, estimate_speed, fallback_quant, resolve_quant
 from advisor.engine.options import DEFAULT_CTX, Options
 from advisor.engine.placement import Placer
-from advisor.engine.rig import Rig, RigGpu, nvlink_pairs
+from advisor.engine.rig import rig_of
 
 COUNTS = (1, 2, 3, 4, 6, 8)
 
@@ -60,19 +60,6 @@ class Plan(Record):
     """What would buy nothing here, in words (a second GPU, a data-centre card)."""
     used: bool
     """Used-market prices were allowed."""
-
-
-def _rig(catalog: Catalog, parts: list[tuple[int, GpuSpec]], nvlink: bool, ram_bytes: int) -> Rig:
-    specs = [s for n, s in parts for _ in range(n)]
-    gpus = tuple(RigGpu(spec=s, capacity_bytes=s.vram_bytes, pcie_gen=s.pcie_gen, pcie_lanes=s.pcie_lanes, index=i)
-                 for i, s in enumerate(specs))
-    implicit = len(specs) > 1 and all(s.nvlink and s.nvlink.topology in ("switch", "mesh") for s in specs)
-    pairs = nvlink_pairs(specs) if (nvlink or implicit) and len(specs) > 1 else ()
-    unified = bool(specs) and specs[0].unified_memory
-    host = catalog.rules["memory"]["host"]
-    return Rig(gpus=gpus, ram_bytes=specs[0].vram_bytes if unified else ram_bytes,
-               ram_bandwidth_gb_s=specs[0].memory_bandwidth_gb_s if unified else float(host["default_ram_bandwidth_gb_s"]),
-               nvlink_pairs=pairs, source="plan")
 
 
 def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: float | None = None,
@@ -126,7 +113,8 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
     evaluated = 0
     plain_best: dict[tuple, PlanOption] = {}
     for parts, new, nvlink in candidates:
-        rig = _rig(catalog, parts, nvlink, ram_bytes)
+        rig = rig_of([s for n, s in parts for _ in range(n)], catalog.rules["memory"]["host"], ram_bytes=ram_bytes,
+                     nvlink=nvlink, source="plan")
         placer = Placer(model, quant, runtime, rig, opts, catalog.rules)
         evaluated += 1
         placement = placer.at(ctx)

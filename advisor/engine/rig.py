@@ -13,6 +13,9 @@ from advisor.catalog.types import GpuSpec
 from advisor.errors import AdvisorError
 
 
+DEFAULT_RAM_BW_BASIS = "default: dual-channel DDR4 (rules/memory.toml)"
+
+
 @record
 class RigGpu(Record):
     """One GPU of a rig."""
@@ -108,3 +111,26 @@ def nvlink_pairs(specs: list[GpuSpec]) -> tuple[tuple[int, int], ...]:
         pairs += [(a, b) for k, a in enumerate(members) for b in members[k + 1:]]
         i = members[-1] + 1
     return tuple(pairs)
+
+
+def rig_of(specs: list[GpuSpec], host_rules: dict, *, ram_bytes: int, nvlink: bool = False,
+           pcie: tuple[int | None, int | None] = (None, None), ram_bandwidth_gb_s: float | None = None,
+           source: str = "flags") -> Rig:
+    """A rig of catalog GPUs as sold, at their total memory: what `--gpu` flags and `plan` describe.
+
+    NVLink joins them as the hardware allows (`nvlink`), and always for switch/mesh parts (SXM). A
+    unified-memory machine's RAM and bandwidth are its unified memory's."""
+    gen, lanes = pcie
+    gpus = tuple(RigGpu(spec=s, capacity_bytes=s.vram_bytes, pcie_gen=gen or s.pcie_gen,
+                        pcie_lanes=lanes or s.pcie_lanes, index=i) for i, s in enumerate(specs))
+    implicit = all(s.nvlink is not None and s.nvlink.topology in ("switch", "mesh") for s in specs)
+    pairs = nvlink_pairs(specs) if (nvlink or implicit) and len(specs) > 1 else ()
+    if specs and specs[0].unified_memory:
+        ram_bytes = specs[0].vram_bytes
+        bw, basis = specs[0].memory_bandwidth_gb_s, f"{specs[0].name} unified memory"
+    elif ram_bandwidth_gb_s:
+        bw, basis = ram_bandwidth_gb_s, "measured or given"
+    else:
+        bw, basis = float(host_rules["default_ram_bandwidth_gb_s"]), DEFAULT_RAM_BW_BASIS
+    return Rig(gpus=gpus, ram_bytes=ram_bytes, ram_bandwidth_gb_s=bw, ram_bandwidth_basis=basis,
+               nvlink_pairs=pairs, source=source if specs else "cpu-only")

@@ -30,11 +30,10 @@ class StepTimes(Record):
     gpu_s: float
     host_s: float
     overhead_s: float
-    link_s: float = 0.0
 
     @property
     def total_s(self) -> float:
-        return self.gpu_s + self.host_s + self.overhead_s + self.link_s
+        return self.gpu_s + self.host_s + self.overhead_s
 
 
 def backend_of(gpu: GpuSpec, runtime: RuntimeSpec) -> str:

@@ -8,7 +8,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster
 
 from advisor.catalog.resolve import resolve
 from advisor.catalog.types import GIB, Catalog, GpuSpec
-from advisor.engine.rig import Rig, RigGpu
+from advisor.engine.rig import DEFAULT_RAM_BW_BASIS, Rig, RigGpu
 from advisor.errors import AdvisorError
 from advisor.probe.flags import parse_pcie, parse_ram, rig_from_flags
 
@@ -76,7 +76,7 @@ def rig_from_detection(catalog: Catalog, det: Detection, empty: bool = False) ->
     unified = bool(gpus) and gpus[0].spec.unified_memory
     return Rig(gpus=tuple(gpus), ram_bytes=ram, ram_bandwidth_gb_s=bw or (
         gpus[0].spec.memory_bandwidth_gb_s if unified else float(host["default_ram_bandwidth_gb_s"])),
-        ram_bandwidth_basis=det.system.ram_bandwidth_basis if bw else "default: dual-channel DDR4 (rules/memory.toml)",
+        ram_bandwidth_basis=det.system.ram_bandwidth_basis if bw else DEFAULT_RAM_BW_BASIS,
         nvlink_pairs=tuple(pairs), p2p=p2p, topology=det.topology, cpu=det.system.cpu or "",
         source=det.source if gpus else "cpu-only", warnings=tuple(warnings))
 

@@ -6,7 +6,7 @@ import re
 
 from advisor.catalog.resolve import parse_gpu_spec
 from advisor.catalog.types import GIB, Catalog, GpuSpec
-from advisor.engine.rig import Rig, RigGpu, check_nvlink_capable, nvlink_pairs
+from advisor.engine.rig import Rig, check_nvlink_capable, rig_of
 from advisor.errors import AdvisorError
 
 _PCIE = re.compile(r"^\s*(?:gen)?([1-6])\s*[x×]\s*(1|2|4|8|16)\s*$", re.IGNORECASE)
@@ -49,24 +49,10 @@ def rig_from_flags(catalog: Catalog, gpus: list[str], nvlink: bool = False, pcie
     if len({s.unified_memory for s in specs}) > 1 or (specs and specs[0].unified_memory and len(specs) > 1):
         raise AdvisorError("a unified-memory machine cannot share a rig with other GPUs",
                            "describe one machine per rig (several Macs: use a rig file with nodes)")
-    rig_gpus = tuple(
-        RigGpu(spec=s, capacity_bytes=s.vram_bytes, pcie_gen=gen or s.pcie_gen, pcie_lanes=lanes or s.pcie_lanes,
-               index=i)
-        for i, s in enumerate(specs))
-    implicit = all(s.nvlink is not None and s.nvlink.topology in ("switch", "mesh") for s in specs) and len(specs) > 1
-    pairs = nvlink_pairs(specs) if (nvlink or implicit) and len(specs) > 1 else ()
-    if specs and specs[0].unified_memory:
-        ram_bytes = specs[0].vram_bytes  # the unified memory is the RAM
-    elif ram is not None:
+    host = catalog.rules["memory"]["host"]
+    if ram is not None:
         ram_bytes = parse_ram(ram)
     else:
-        ram_bytes = default_ram_bytes or int(catalog.rules["memory"]["host"]["default_ram_gib"] * GIB)
-    host = catalog.rules["memory"]["host"]
-    if specs and specs[0].unified_memory:
-        bw, basis = specs[0].memory_bandwidth_gb_s, f"{specs[0].name} unified memory"
-    elif ram_bandwidth_gb_s:
-        bw, basis = ram_bandwidth_gb_s, "measured or given"
-    else:
-        bw, basis = float(host["default_ram_bandwidth_gb_s"]), "default: dual-channel DDR4 (rules/memory.toml)"
-    return Rig(gpus=rig_gpus, ram_bytes=ram_bytes, ram_bandwidth_gb_s=bw, ram_bandwidth_basis=basis,
-               nvlink_pairs=pairs, source="flags" if specs else "cpu-only")
+        ram_bytes = default_ram_bytes or int(host["default_ram_gib"] * GIB)
+    return rig_of(specs, host, ram_bytes=ram_bytes, nvlink=nvlink, pcie=(gen, lanes),
+                  ram_bandwidth_gb_s=ram_bandwidth_gb_s)

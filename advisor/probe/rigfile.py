@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 from advisor.catalog.load import read_toml
 from advisor.catalog.resolve import resolve
 from advisor.catalog.types import GIB, Catalog, GpuSpec
-from advisor.engine.rig import Rig, RigGpu
+from advisor.engine.rig import DEFAULT_RAM_BW_BASIS, Rig, RigGpu
 from advisor.errors import AdvisorError
 from advisor.probe.flags import parse_pcie
 
@@ -116,7 +116,7 @@ def load_rig(catalog: Catalog, path: Path) -> Rig:
     return Rig(gpus=tuple(gpus), ram_bytes=gpus[0].spec.vram_bytes if unified else ram,
                ram_bandwidth_gb_s=_num(bw, f"{where}: ram_bandwidth_gb_s", 0.1, 100000) if bw is not None
                else (gpus[0].spec.memory_bandwidth_gb_s if unified else float(host["default_ram_bandwidth_gb_s"])),
-               ram_bandwidth_basis="rig file" if bw is not None else "default: dual-channel DDR4 (rules/memory.toml)",
+               ram_bandwidth_basis="rig file" if bw is not None else DEFAULT_RAM_BW_BASIS,
                nvlink_pairs=tuple(pairs), p2p=p2p, topology=topo, cpu=str(head.get("cpu", "")), source="rig-file",
                network=network)
 
@@ -141,7 +141,7 @@ def rig_toml(rig: Rig, name: str = "") -> str:
     if name:
         lines.append(f"name = {_q(name)}")
     lines.append(f"ram_gib = {rig.ram_bytes / GIB!r}")
-    if rig.ram_bandwidth_basis not in ("", "default: dual-channel DDR4 (rules/memory.toml)"):
+    if rig.ram_bandwidth_basis not in ("", DEFAULT_RAM_BW_BASIS):
         lines.append(f"ram_bandwidth_gb_s = {rig.ram_bandwidth_gb_s:g}  # {rig.ram_bandwidth_basis}")
     if rig.cpu:
         lines.append(f"cpu = {_q(rig.cpu)}")
