@@ -195,3 +195,16 @@ def test_vllm_on_an_h100_leaves_the_logged_kv_space(catalog):
     d = p.devices[0]
     free_for_kv = d.capacity_bytes - d.weights_bytes - d.overhead_bytes
     assert abs(free_for_kv / GIB - 51.38) < 2.0
+
+
+def test_unified_pcs_leave_the_os_its_share(catalog):
+    """Strix Halo's GPU gets at most the 96 GB AMD Variable Graphics Memory allows; a DGX Spark keeps
+    the same OS share as any PC (rules/memory.toml [unified] and [host])."""
+    from advisor.engine.placement import usable_capacity
+
+    strix = rig_from_flags(catalog, ["ryzen-ai-max-395-128gb"])
+    spark = rig_from_flags(catalog, ["dgx-spark"])
+    rt = catalog.runtimes["llama.cpp"]
+    assert usable_capacity(strix, rt, catalog.rules) == [96 * GIB]
+    host = catalog.rules["memory"]["host"]["os_reserve_gib"]
+    assert usable_capacity(spark, rt, catalog.rules) == [spark.gpus[0].capacity_bytes - int(host * GIB)]

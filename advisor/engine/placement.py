@@ -123,7 +123,7 @@ def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: dict) -> list[int]:
                 cap = mem.apple_working_set(cap, rules)
             else:
                 uni = rules["memory"]["unified"]
-                reserve = uni["os_reserve_gib"].get(g.spec.id, uni["default_os_reserve_gib"])
+                reserve = uni["os_reserve_gib"].get(g.spec.id, rules["memory"]["host"]["os_reserve_gib"])
                 cap = max(cap - int(reserve * GIB), 0)
         if runtime.gpu_memory_utilization:
             cap = int(cap * runtime.gpu_memory_utilization)
