@@ -8,8 +8,6 @@ buy: the plan runs in the view's own worker), so first paint never waits on NVML
 from __future__ import annotations
 
 import dataclasses
-
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -30,12 +28,14 @@ from advisor.errors import AdvisorError
 from advisor.probe.build import build_rig
 from advisor.probe.types import Detection
 from advisor.tui.commands import AdvisorCommands
+from advisor.tui.export import ConfirmOverwrite, as_text, free_name, markdown_table, write_atomic
+from advisor.tui.screens.help import HelpScreen
 from advisor.tui.screens.pickers import ModelScreen, RigScreen, preset_rig
 from advisor.tui.widgets.answer import Answer
 from advisor.tui.widgets.controls import Controls
 from advisor.tui.widgets.fit import FitView
 from advisor.tui.widgets.plan import PlanView
-from advisor.tui.widgets.rig import RigPanel
+from advisor.tui.widgets.rig import RigPanel, rig_title
 
 Probe = Callable[[], Detection]
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -51,6 +51,8 @@ class MainScreen(Screen[None]):
     """The one screen: rig on top, then tabs (Check: controls and answer; Fit: what runs here; Plan: what to buy)."""
 
     BINDINGS = [
+        Binding("question_mark", "help", "Help"),
+        Binding("f1", "help", "Help", show=False),
         Binding("m", "pick_model", "Model"),
         Binding("r", "pick_rig", "Rig"),
         Binding("c", "show_tab('check')", "Check"),
@@ -224,22 +226,61 @@ class MainScreen(Screen[None]):
 
     def action_show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
+        focus = {"fit": "#fit-table", "plan": "#plan-table"}.get(tab)
+        if focus:
+            self.query_one(focus).focus()
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen())
+
+    def _export_content(self, tab: str) -> tuple[str, str, object] | None:
+        """What the tab shows: (file stem, Markdown, JSON-able data), or None when it shows nothing yet."""
+        if tab == "fit":
+            view = self.query_one(FitView)
+            if not view.ranked:
+                return None
+            headers, cells, records = view.export_table()
+            status = str(view.query_one("#fit-status", Static).render())
+            md = f"## What runs on {rig_title(self.rig)}\n\n{status}\n\n{markdown_table(headers, cells)}"
+            return "advisor-fit", md, {"rig": rig_title(self.rig), "what": view.what, "rows": records}
+        if tab == "plan":
+            plan = self.query_one(PlanView)
+            if plan.plan is None:
+                return None
+            headers, cells, data = plan.export_table()
+            md = f"## {plan.target_line()}\n\n{markdown_table(headers, cells)}\n\n{plan.notes_text()}"
+            return f"advisor-plan-{plan.plan.model.id}", md, data
+        if self.report is None:
+            return None
+        from advisor.report.jsonout import check_json
+        from advisor.report.text import render_markdown
+
+        return f"advisor-{self.report.model.id}", render_markdown(self.report), check_json(self.report)
 
     def action_export(self, fmt: str) -> None:
-        if self.report is None:
-            self.notify("Nothing to export: there is no answer yet.", severity="warning")
+        tab = self.query_one(TabbedContent).active
+        content = self._export_content(tab)
+        if content is None:
+            self.notify("Nothing to export: this tab has no answer yet.", severity="warning")
             return
-        if fmt == "json":
-            from advisor.report.jsonout import check_json
+        stem, md, data = content
+        path = Path.cwd() / f"{stem}.{fmt}"
+        text = as_text(fmt, md, data)
+        if not path.exists():
+            self._write(path, text)
+            return
 
-            text = json.dumps(check_json(self.report), indent=2, ensure_ascii=False) + "\n"
-        else:
-            from advisor.report.text import render_markdown
+        def chosen(answer: str | None) -> None:
+            if answer == "overwrite":
+                self._write(path, text)
+            elif answer == "new":
+                self._write(free_name(path), text)
 
-            text = render_markdown(self.report)
-        path = Path.cwd() / f"advisor-{self.report.model.id}.{fmt}"
+        self.app.push_screen(ConfirmOverwrite(path), chosen)
+
+    def _write(self, path: Path, text: str) -> None:
         try:
-            path.write_text(text, encoding="utf-8")
+            write_atomic(path, text)
         except OSError as exc:
             self.notify(f"Could not write {path}: {exc.strerror}", severity="error")
             return

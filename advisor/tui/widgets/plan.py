@@ -8,42 +8,31 @@ tenth of a second); a result that arrives after a newer request is dropped.
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from collections import Counter
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Checkbox, DataTable, Input, Label, Static
 
 from advisor.catalog.types import GIB, Catalog, ModelSpec
 from advisor.engine.options import Options
-from advisor.engine.plan import Plan, make_plan
+from advisor.engine.check import evaluate
+from advisor.engine.plan import Plan, PlanOption, make_plan
 from advisor.engine.rig import Rig
+from advisor.errors import AdvisorError
+from advisor.tui.widgets.field import Field, Tick, parse_amount
 
 DEFAULT_MIN_TPS = "10"
-TOP = 5
+TOP = 30
+"""Options asked of make_plan: more than a 200x60 screen shows; the table scrolls."""
 UNPRICED_SHOWN = 12
 
 
 def right(text: str) -> Text:
     return Text(text, justify="right")
-
-
-def parse_amount(text: str, what: str) -> float | None:
-    """'' -> None; '1,500' or '$1500' -> 1500.0; anything else that is not a positive number -> ValueError."""
-    raw = text.strip().replace(",", "").replace("_", "").lstrip("$").strip()
-    if not raw:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{what}: {text.strip()!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{what}: {text.strip()!r} must be a positive number")
-    return value
 
 
 def owned_gpus(rig: Rig | None, catalog: Catalog) -> tuple[list[tuple[int, str]], list[str]]:
@@ -55,10 +44,12 @@ def owned_gpus(rig: Rig | None, catalog: Catalog) -> tuple[list[tuple[int, str]]
     return [(n, gid) for gid, n in counts.items()], skipped
 
 
+HEADERS = ("#", "price", "what to buy", "decode", "vs yours", "free GiB", "power", "$/M tok", "NVLink")
+RIGHT = {"price", "decode", "vs yours", "free GiB", "power", "$/M tok"}
+
+
 class PlanView(Vertical):
     """Inputs on top, then the target line, the options table (cheapest first) and the notes."""
-
-    BINDINGS = [Binding("escape", "leave_inputs", "Done", show=False)]
 
     def __init__(self, catalog: Catalog, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -69,15 +60,20 @@ class PlanView(Vertical):
         self.plan: Plan | None = None
         self._stale = True
         self._seq = 0
+        self.yours: float | None = None
+        """Decode of the current model on the rig in use, at the plan's quant and context (None: does not run)."""
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="plan-inputs"):
             yield Label("min tok/s")
-            yield Input(DEFAULT_MIN_TPS, placeholder="any", compact=True, id="plan-min-tps")
+            yield Field(DEFAULT_MIN_TPS, placeholder="any", compact=True, id="plan-min-tps")
             yield Label("budget $")
-            yield Input("", placeholder="none", compact=True, id="plan-budget")
-            yield Checkbox("count GPUs in this rig as owned", True, compact=True, id="plan-have")
-            yield Checkbox("include used prices", False, compact=True, id="plan-used")
+            yield Field("", placeholder="none", compact=True, id="plan-budget")
+            yield Label("min free GiB")
+            yield Field("", placeholder="any", compact=True, id="plan-headroom")
+        with Horizontal(id="plan-ticks"):
+            yield Tick("count GPUs in this rig as owned", True, compact=True, id="plan-have")
+            yield Tick("include used prices", False, compact=True, id="plan-used")
         yield Static("", id="plan-error")
         yield Static("", id="plan-status")
         yield DataTable(cursor_type="row", zebra_stripes=True, id="plan-table")
@@ -85,12 +81,7 @@ class PlanView(Vertical):
         yield Static("", id="plan-notes")
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns("#", right("price"), "what to buy", right("decode"), right("headroom"),
-                                              right("power"), right("$/M tok"), "NVLink")
-
-    def action_leave_inputs(self) -> None:
-        """Escape from a text box hands the keys back to the app (q, m, r, ...) by focusing the table."""
-        self.query_one(DataTable).focus()
+        self.query_one(DataTable).add_columns(*[right(h) if h in RIGHT else h for h in HEADERS])
 
     # -- inputs -----------------------------------------------------------------------------------
 
@@ -106,22 +97,22 @@ class PlanView(Vertical):
         self._stale = True
         self.refresh_plan()
 
-    def _read_inputs(self) -> tuple[float | None, float | None]:
+    def _read_inputs(self) -> tuple[float | None, float | None, float | None]:
         min_tps = parse_amount(self.query_one("#plan-min-tps", Input).value, "min tok/s")
         budget = parse_amount(self.query_one("#plan-budget", Input).value, "budget")
-        return min_tps, budget
+        headroom = parse_amount(self.query_one("#plan-headroom", Input).value, "min free GiB")
+        return min_tps, budget, headroom
 
     def refresh_plan(self) -> None:
         if self.model is None or self.options is None or not self._stale:
             return
         error = self.query_one("#plan-error", Static)
         try:
-            min_tps, budget = self._read_inputs()
+            min_tps, budget, headroom = self._read_inputs()
         except ValueError as exc:
             self._seq += 1  # a plan still on its way is for the old input: drop it
-            error.update(str(exc))
+            error.update(f"{exc}; the list below is for the last valid input.")
             error.add_class("-show")
-            self._clear("Fix the input above to plan.")
             return
         error.update("")
         error.remove_class("-show")
@@ -130,14 +121,15 @@ class PlanView(Vertical):
         used = self.query_one("#plan-used", Checkbox).value
         self._seq += 1
         self.query_one("#plan-status", Static).update(f"Planning for {self.model.name}…")
-        self.compute(self._seq, self.model, self.options, min_tps, budget, have, skipped, used)
+        self.compute(self._seq, self.model, self.options, min_tps, budget, headroom, have, skipped, used, self.rig)
 
     # -- the plan ---------------------------------------------------------------------------------
 
     @work(thread=True, exclusive=True, group="plan", exit_on_error=False)
     def compute(self, seq: int, model: ModelSpec, options: Options, min_tps: float | None, budget: float | None,
-                have: list[tuple[int, str]], skipped: list[str], used: bool) -> None:
-        """`advisor plan` for the current model, off the UI thread."""
+                headroom: float | None, have: list[tuple[int, str]], skipped: list[str], used: bool,
+                rig: Rig | None) -> None:
+        """`advisor plan` for the current model, off the UI thread, and the same target on the rig in use."""
         ram = int(self.catalog.rules["plan"]["default_ram_gib"] * GIB)
         try:
             plan = make_plan(self.catalog, model, options, min_tps=min_tps, budget=budget, have=have,
@@ -145,7 +137,19 @@ class PlanView(Vertical):
         except Exception as exc:  # noqa: BLE001 - an AdvisorError (or worse) is a line in the view, never a crash
             self.app.call_from_thread(self._failed, seq, str(exc))
             return
-        self.app.call_from_thread(self.show, seq, plan, have, skipped)
+        if headroom:
+            kept = tuple(o for o in plan.options if o.headroom_bytes >= headroom * GIB)
+            plan = dataclasses.replace(plan, options=kept)
+        yours = None
+        if rig is not None and not rig.is_cpu_only:
+            try:
+                mine = evaluate(self.catalog, rig, model, dataclasses.replace(options, quant=plan.quant.id,
+                                                                              ctx=plan.context_tokens))
+            except AdvisorError:
+                mine = None
+            if mine is not None and mine.runs and mine.speed.decode_tokens_per_s:
+                yours = mine.speed.decode_tokens_per_s
+        self.app.call_from_thread(self.show, seq, plan, have, skipped, yours)
 
     def _failed(self, seq: int, message: str) -> None:
         if seq != self._seq:
@@ -162,20 +166,46 @@ class PlanView(Vertical):
         for wid, text in (("#plan-status", status), ("#plan-why", ""), ("#plan-notes", "")):
             self.query_one(wid, Static).update(text)
 
-    def show(self, seq: int, plan: Plan, have: list[tuple[int, str]], skipped: list[str]) -> None:
-        if seq != self._seq:
-            return  # a newer request is on its way
-        self.plan = plan
-        gpus = self.catalog.gpus
+    def target_line(self) -> str:
+        plan = self.plan
+        if plan is None:
+            return ""
         target = f"{plan.model.name} at {plan.quant.id}, {plan.context_tokens:,} context"
         if plan.min_tps:
             target += f", at least {plan.min_tps:g} tok/s"
         if plan.budget_usd:
             target += f", within ${plan.budget_usd:,.0f}"
+        return f"Cheapest rigs for {target}"
+
+    def notes_text(self) -> str:
+        return str(self.query_one("#plan-notes", Static).render())
+
+    def _cells(self, i: int, o: PlanOption) -> list[str]:
+        gpus = self.catalog.gpus
+        buy = ", ".join(f"{n}× {gpus[g].name}" for n, g in o.new_gpus) or "nothing (what you have)"
+        if o.nvlink:
+            buy += " + NVLink bridge"
+        vs = f"×{o.decode_tokens_per_s / self.yours:.1f}" if self.yours else "—"
+        return [f"{i}.", f"${o.price_usd:,.0f}", buy, f"{o.decode_tokens_per_s:,.1f} tok/s", vs,
+                f"{o.headroom_bytes / GIB:.1f}", f"{o.power_w:,.0f} W", f"${o.usd_per_million_tokens:.2f}",
+                "yes" if o.nvlink else "no"]
+
+    def show(self, seq: int, plan: Plan, have: list[tuple[int, str]], skipped: list[str],
+             yours: float | None = None) -> None:
+        if seq != self._seq:
+            return  # a newer request is on its way
+        self.yours = yours
+        slower = [o for o in plan.options if yours and o.price_usd > 0 and o.decode_tokens_per_s <= yours]
+        plan = dataclasses.replace(plan, options=tuple(o for o in plan.options if o not in slower))
+        self.plan = plan
+        gpus = self.catalog.gpus
         owned = ", ".join(f"{n}× {gpus[g].name}" for n, g in have)
-        status = f"Cheapest rigs for {target}" + (f" (you have: {owned})" if owned else "")
+        status = self.target_line() + (f" (you have: {owned}" + (f", {yours:,.1f} tok/s" if yours else "") + ")"
+                                       if owned else "")
         if skipped:
             status += f"; not counted (not in the catalog): {', '.join(skipped)}"
+        if slower:
+            status += f"; {len(slower)} paid option(s) no faster than your rig left out"
         if not plan.options:
             status += ". Nothing in the catalog reaches this target" + (" within the budget." if plan.budget_usd else ".")
         self.query_one("#plan-status", Static).update(status)
@@ -183,13 +213,9 @@ class PlanView(Vertical):
         table = self.query_one(DataTable)
         table.clear()
         for i, o in enumerate(plan.options, 1):
-            buy = ", ".join(f"{n}× {gpus[g].name}" for n, g in o.new_gpus) or "nothing (what you have)"
-            if o.nvlink:
-                buy += " + NVLink bridge"
-            table.add_row(right(f"{i}."), right(f"${o.price_usd:,.0f}"), buy,
-                          right(f"{o.decode_tokens_per_s:,.1f} tok/s"), right(f"{o.headroom_bytes / GIB:.1f} GiB"),
-                          right(f"{o.power_w:,.0f} W"), right(f"${o.usd_per_million_tokens:.2f}"),
-                          "yes" if o.nvlink else "no", key=str(i))
+            table.add_row(*[right(c) if h in RIGHT or h == "#" else c for h, c in zip(HEADERS, self._cells(i, o))],
+                          key=str(i))
+        table.scroll_home(animate=False)
         self._show_why(0)
 
         prices = "new/list prices" + (" and used-market prices" if plan.used else "")
@@ -203,6 +229,20 @@ class PlanView(Vertical):
                          + (f" ({len(used_priced)} have a used-market price: tick “include used prices”)."
                             if used_priced and not plan.used else "."))
         self.query_one("#plan-notes", Static).update("\n".join(notes))
+
+    def export_table(self) -> tuple[list[str], list[list[str]], dict]:
+        """What the table shows, and the plan as data (for JSON)."""
+        assert self.plan is not None
+        plan = self.plan
+        cells = [self._cells(i, o) for i, o in enumerate(plan.options, 1)]
+        data = {"model": plan.model.id, "quant": plan.quant.id, "context_tokens": plan.context_tokens,
+                "min_tokens_per_s": plan.min_tps, "budget_usd": plan.budget_usd, "your_decode_tokens_per_s": self.yours,
+                "options": [{"gpus": [list(g) for g in o.gpus], "new_gpus": [list(g) for g in o.new_gpus],
+                             "price_usd": o.price_usd, "decode_tokens_per_s": o.decode_tokens_per_s,
+                             "headroom_bytes": o.headroom_bytes, "power_w": o.power_w, "nvlink": o.nvlink,
+                             "usd_per_million_tokens": o.usd_per_million_tokens, "why": o.why}
+                            for o in plan.options]}
+        return list(HEADERS), cells, data
 
     @on(DataTable.RowHighlighted, "#plan-table")
     def _row(self, event: DataTable.RowHighlighted) -> None:
