@@ -18,3 +18,8 @@ def run(test):
         asyncio.run(test(*args, **kwargs))
 
     return wrapper
+
+
+def screen_text(app) -> str:
+    """What the terminal shows now, as plain text (one line per row)."""
+    return "\n".join("".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips())

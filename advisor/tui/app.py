@@ -226,9 +226,8 @@ class MainScreen(Screen[None]):
 
     def action_show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
-        focus = {"fit": "#fit-table", "plan": "#plan-table"}.get(tab)
-        if focus:
-            self.query_one(focus).focus()
+        # focus follows the tab (a focused widget on a hidden tab would pull its tab back)
+        self.query_one({"check": "#model", "fit": "#fit-table", "plan": "#plan-table"}[tab]).focus()
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())

@@ -49,6 +49,15 @@ def _tps(x: float | None) -> str:
     return f"{x:,.1f}" if x else "—"
 
 
+def _pp(x: float | None, narrow: bool) -> str:
+    """Prefill tok/s; at 80 columns in thousands past 1,000 (12.8k, 136k)."""
+    if not x:
+        return "—"
+    if narrow and x >= 1000:
+        return f"{x / 1000:.{0 if x >= 99950 else 1}f}k"
+    return f"{x:,.0f}"
+
+
 def _ctx_short(n: int) -> str:
     return f"{n // 1024}k" if n >= 1024 else (str(n) if n else "—")
 
@@ -77,13 +86,13 @@ def _max_ctx(x: Ranked, narrow: bool) -> str:
     r = x.report
     if r.max_context_tokens:
         return _ctx_short(r.max_context_tokens) if narrow else f"{r.max_context_tokens:,}"
-    if r.runs:
-        return "offl." if narrow else "offloaded"
-    return "—"
+    if r.runs and not narrow:
+        return "offloaded"
+    return "—"  # at 80 columns the line under the table says what it means for an offloaded run
 
 
 COLUMNS = (
-    Column("model", "model", "model", lambda x: x.model.name.lower(), lambda x, n: x.model.name, width=(30, 17)),
+    Column("model", "model", "model", lambda x: x.model.name.lower(), lambda x, n: x.model.name, width=(30, 13)),
     Column("params", "params", "size", lambda x: x.model.params_total,
            lambda x, n: f"{x.model.params_total / 1e9:.{0 if n and x.model.params_total >= 1e10 else 1}f}B",
            numeric=True),
@@ -93,10 +102,7 @@ COLUMNS = (
     Column("decode", "decode tok/s", "tok/s", lambda x: x.report.speed.decode_tokens_per_s or 0,
            lambda x, n: _tps(x.report.speed.decode_tokens_per_s) if x.report.runs else "—", numeric=True),
     Column("prefill", "prefill tok/s", "pp/s", lambda x: x.report.speed.prefill_tokens_per_s or 0,
-           lambda x, n: (f"{(x.report.speed.prefill_tokens_per_s or 0) / 1000:.1f}k"
-                         if n and (x.report.speed.prefill_tokens_per_s or 0) >= 10000 else
-                         f"{x.report.speed.prefill_tokens_per_s:,.0f}") if x.report.runs
-           and x.report.speed.prefill_tokens_per_s else "—", numeric=True),
+           lambda x, n: _pp(x.report.speed.prefill_tokens_per_s, n) if x.report.runs else "—", numeric=True),
     Column("max_context", "max context", "ctx", lambda x: x.report.max_context_tokens, _max_ctx, numeric=True),
     Column("run_mode", "run mode", "runs on", lambda x: RUN_MODES.get(x.report.placement.strategy, ""),
            lambda x, n: RUN_MODES.get(x.report.placement.strategy, x.report.placement.strategy)),
