@@ -144,7 +144,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "sliding_window": (0, 1e8), "sliding_window_layers": (0, 2048), "kv_lora_rank": (0, 1e5),
     "qk_rope_head_dim": (0, 1e5), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64),
     "kld": (0, 100), "context_mib": (0, 1e6), "ubatch": (1, 1e6), "compute_fixed_mib": (0, 1e6),
-    "gpu_memory_utilization": (0, 1), "ram_gib": (0.001, 65536),
+    "gpu_memory_utilization": (0, 1), "ram_gib": (0.001, 65536), "kv_pad_cells": (0, 1e6),
 }
 
 
@@ -242,11 +242,13 @@ def _builtin_data() -> list[tuple[str, bool, dict[str, Any]]]:
 def _load_catalog(user: Path | None | bool) -> Catalog:
     tables: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
     rules: dict[str, Any] = {}
+    raw: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
     for stem, is_rules, data in _builtin_data():
         data = dict(data)
         for kind, cls in KINDS.items():
             if isinstance(data.get(kind), list):  # [[kind]] arrays are entries; a plain [kind] table is rules
                 for entry in data.pop(kind):
+                    entry = raw[kind][entry["id"]] = _inherit(entry, raw[kind])
                     tables[kind][entry["id"]] = _build(cls, entry)
         if is_rules and data:
             rules[stem] = data
@@ -261,6 +263,18 @@ def _load_catalog(user: Path | None | bool) -> Catalog:
         gpus=tables["gpu"], models=tables["model"], quants=tables["quant"],
         runtimes=tables["runtime"], presets=tables["preset"], rules=rules,
     )
+
+
+def _inherit(entry: dict[str, Any], known: dict[str, Any]) -> dict[str, Any]:
+    """An entry that names a runtime it behaves like (`like`) takes every field it leaves out from it."""
+    like = entry.get("like")
+    if not isinstance(like, str) or not like:
+        return entry
+    base = known.get(like)
+    if base is None:
+        raise ValueError(f"like = {like!r} names no entry defined before it (known: {', '.join(known)})")
+    base = base if isinstance(base, dict) else as_dict(base)
+    return {**{k: v for k, v in base.items() if k not in ("aliases", "notes")}, **entry}
 
 
 def merge_user_file(path: Path, tables: dict[str, dict[str, Any]]) -> list[str]:
@@ -288,6 +302,8 @@ def merge_user_file(path: Path, tables: dict[str, dict[str, Any]]) -> list[str]:
                 if base is not None and isinstance(entry.get(key), dict) and getattr(base, key) is not None:
                     merged[key] = {**as_dict(getattr(base, key)), **entry[key]}
             try:
+                if base is None:
+                    merged = _inherit(merged, tables[kind])
                 tables[kind][entry["id"]] = validate_entry(cls, merged)
             except Exception as exc:  # pydantic.ValidationError, kept lazy
                 problems.append(f"{path}: [[{kind}]] id={entry['id']!r}: {_format_validation(exc)}")
@@ -311,7 +327,8 @@ def validate_all(user: Path | None = None) -> list[str]:
                 if ident in tables[kind]:
                     problems.append(f"{path}: [[{kind}]] id={ident!r}: duplicate id")
                 try:
-                    tables[kind][ident] = validate_entry(cls, entry)
+                    tables[kind][ident] = validate_entry(cls, _inherit(entry, tables[kind]) if isinstance(entry, dict)
+                                                         else entry)
                 except Exception as exc:
                     problems.append(f"{path}: [[{kind}]] id={ident!r}: {_format_validation(exc)}")
     folder = user_dir() if user is None else user
@@ -332,6 +349,14 @@ def _cross_check(tables: dict[str, dict[str, Any]]) -> list[str]:
                 if key in seen and seen[key] != ident:
                     problems.append(f"[[{kind}]] alias {name!r} names both {seen[key]!r} and {ident!r}")
                 seen[key] = ident
+    if tables["runtime"] and not any(rt.trains for rt in tables["runtime"].values()):
+        problems.append("[[runtime]]: no runtime has trains = true (fine-tuning estimates need one)")
+    for ident, rt in tables["runtime"].items():
+        for name, value, allowed in (("compute_buffers", rt.compute_buffers, ("ggml_graph", "activation_peak")),
+                                     ("tensor_split", rt.tensor_split, ("heads", "rows")),
+                                     ("default_split", rt.default_split, ("layer", "tensor"))):
+            if value not in allowed:
+                problems.append(f"[[runtime]] id={ident!r}: {name} = {value!r} (use one of: {', '.join(allowed)})")
     for ident, preset in tables["preset"].items():
         for spec in preset.gpus:
             gid = spec.split("x", 1)[1] if spec[:1].isdigit() and "x" in spec else spec

@@ -11,7 +11,7 @@ from advisor.engine import memory as mem
 from advisor.engine import speed as spd
 from advisor.engine.findings import run_rules
 from advisor.engine.interconnect import link_times
-from advisor.engine.options import DEFAULT_CTX, KV_TYPES, RUNTIMES, SPLITS, WORKLOADS, Options
+from advisor.engine.options import DEFAULT_CTX, KV_TYPES, SPLITS, WORKLOADS, Options
 from advisor.engine.placement import Placement, Placer
 from advisor.engine.result import Interconnect, Report, Speed
 from advisor.engine.rig import Rig
@@ -33,7 +33,8 @@ def resolve_quant(catalog: Catalog, text: str) -> QuantSpec:
         return QuantSpec(id=f"exl2-{m.group(1)}", format="exl2", bits_per_weight=bpw,
                          bpw_basis="EXL2 targets this average bits per weight over the linear layers; the "
                                    "embedding stays 16-bit (the head is 6-bit by default: 16 is the safe side)",
-                         runtimes=("exllamav2",), kernel="exl2", linear_bits=bpw, embed_bits=16.0)
+                         runtimes=tuple(r.id for r in catalog.runtimes.values() if "exl2" in r.formats),
+                         kernel="exl2", linear_bits=bpw, embed_bits=16.0)
     by_lower = {q.lower(): q for q in catalog.quants}
     key = text.strip().lower()
     if key in by_lower:
@@ -43,7 +44,7 @@ def resolve_quant(catalog: Catalog, text: str) -> QuantSpec:
 
 def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
     if options.runtime not in catalog.runtimes:
-        raise AdvisorError(f"unknown runtime {options.runtime!r}", f"use one of: {', '.join(RUNTIMES)}")
+        raise AdvisorError(f"unknown runtime {options.runtime!r}", f"use one of: {', '.join(catalog.runtimes)}")
     runtime = catalog.runtimes[options.runtime]
     if options.kv_type not in KV_TYPES:
         raise AdvisorError(f"unknown KV cache type {options.kv_type!r}", f"use one of: {', '.join(KV_TYPES)}")
@@ -78,8 +79,7 @@ def quant_ladder(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None
     """The quantizations to try, best quality first. A model published in a low-bit format
     (`native_quant`) starts there: its 16-bit files only widen the small non-expert part."""
     sel = catalog.rules["memory"]["selection"]
-    key = {"llama.cpp": "gguf", "ollama": "gguf"}.get(runtime.id, runtime.id)
-    ladder = [resolve_quant(catalog, q) for q in sel[key]]
+    ladder = [resolve_quant(catalog, q) for q in sel[runtime.ladder]]
     native = _native(catalog, runtime, model)
     if native is not None:
         ladder = [native] + [q for q in ladder if q.bits_per_weight < native.bits_per_weight]
@@ -91,15 +91,14 @@ def fallback_quant(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | No
     if native is not None:
         return native
     sel = catalog.rules["memory"]["selection"]
-    key = {"llama.cpp": "gguf", "ollama": "gguf"}.get(runtime.id, runtime.id)
-    return resolve_quant(catalog, sel["fallback"][key])
+    return resolve_quant(catalog, sel["fallback"][runtime.ladder])
 
 
 def _native(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None) -> QuantSpec | None:
     if model is None or not model.native_quant:
         return None
     q = resolve_quant(catalog, model.native_quant)
-    return q if runtime.id in q.runtimes else None
+    return q if runtime.loads(q) else None
 
 
 def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) -> Report:
@@ -121,7 +120,7 @@ def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) ->
         if options.quant and resolve_quant(catalog, options.quant).id != loaded.quant.id:
             raise AdvisorError(f"--quant {options.quant}: the file's weights are {loaded.quant.id}",
                                "drop --quant: a model file fixes its quantization")
-        if runtime.id not in loaded.quant.runtimes:
+        if not runtime.loads(loaded.quant):
             raise AdvisorError(f"{runtime.name} does not load {loaded.source} weights",
                                f"use --runtime {loaded.quant.runtimes[0]}")
         layout = replace(loaded.layout, output_bytes=loaded.layout.output_bytes + loaded.other_bytes)
@@ -129,7 +128,7 @@ def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) ->
         quant, chosen = loaded.quant, False
     elif options.quant:
         quant = resolve_quant(catalog, options.quant)
-        if runtime.id not in quant.runtimes:
+        if not runtime.loads(quant):
             raise AdvisorError(f"{runtime.name} does not load {quant.id}",
                                f"runtimes for {quant.id}: {', '.join(quant.runtimes)}")
         placer = Placer(model, quant, runtime, rig, options, rules)
@@ -187,14 +186,14 @@ def decode_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
     host_kv = int(placement.host.kv_cache_bytes * share)
     step = spd.decode_step(placement, rig, model, quant, runtime, rules, kv_depth_bytes=kv, streams=streams,
                            host_kv_bytes=host_kv)
-    lt = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams)
+    lt = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, streams)
     return step.total_s + (lt.decode_s if lt else 0.0)
 
 
 def prefill_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
                     rules: dict, prompt_tokens: int) -> float:
     pre = spd.prefill_time(placement, rig, model, quant, runtime, rules, prompt_tokens)
-    lt = link_times(placement, rig, model, runtime.id, rules, prompt_tokens, 1)
+    lt = link_times(placement, rig, model, runtime, rules, prompt_tokens, 1)
     return pre.total_s + (lt.prefill_s if lt else 0.0)
 
 
@@ -226,7 +225,7 @@ def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
     basis = (f"decode: bytes read per token over the memory bandwidth of {where} at the achievable fraction "
              f"fitted to public llama-bench results; prefill: 2 x active parameters FLOPs per token over dense "
              f"FP16 tensor throughput at the fitted fraction")
-    if runtime.id not in ("llama.cpp", "ollama"):
+    if not runtime.speed_fitted:
         basis += f" (fitted on llama.cpp; {runtime.name} is assumed to reach the same fractions)"
     if placement.host.weights_bytes and placement.strategy != "layer_split":
         basis += (f"; the part in system RAM is read at {rig.ram_bandwidth_gb_s:g} GB/s "
@@ -245,9 +244,9 @@ def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant
     if not placement.runs:
         return Interconnect("not_applicable", 0.0, 1.0, "does not run on this rig, so the link does not matter")
     streams = options.concurrency
-    now = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams)
-    nv = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams, mode="nvlink")
-    pcie = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams, mode="pcie")
+    now = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, streams)
+    nv = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, streams, mode="nvlink")
+    pcie = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, streams, mode="pcie")
     assert now is not None and nv is not None and pcie is not None
     step = spd.decode_step(placement, rig, model, quant, runtime, rules, streams=streams)
     pre = spd.prefill_time(placement, rig, model, quant, runtime, rules, options.prompt_tokens)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 
 from advisor.record import Record, record
-from advisor.catalog.types import ModelSpec
+from advisor.catalog.types import ModelSpec, RuntimeSpec
 from advisor.engine.placement import Placement
 from advisor.engine.rig import Rig
 from advisor.engine.speed import pcie_gb_s
@@ -73,7 +73,7 @@ class LinkTimes(Record):
     link: Link
 
 
-def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime_id: str, rules: dict,
+def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime: RuntimeSpec, rules: dict,
                prompt_tokens: int, streams: int, mode: str = "as_is") -> LinkTimes | None:
     """Seconds per decode step and per prompt spent on GPU-to-GPU links (mode: as_is, nvlink, pcie)."""
     used = [i for i, d in enumerate(placement.devices) if d.total_bytes > 0]
@@ -87,7 +87,7 @@ def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime_id: str
         n = len(used)
         ring = 2 * (n - 1) / n
         per_ar = link.latency_us * 1e-6
-        if runtime_id in ("llama.cpp", "ollama"):
+        if runtime.tensor_split == "rows":  # synchronised through the host per matrix, whatever the link
             per_ar = max(per_ar, float(ic["allreduce"]["llama_cpp_row_sync_us"]) * 1e-6)
         count = 2 * model.layers
         decode = count * (per_ar + ring * h * 2 * streams / (link.gb_s * 1e9))

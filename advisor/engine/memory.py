@@ -79,10 +79,8 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
 
 def kv_cells(ctx: int, runtime: RuntimeSpec, rules: dict) -> int:
     """KV cache length the runtime allocates for a context of `ctx` tokens."""
-    if runtime.id in ("llama.cpp", "ollama"):
-        pad = int(rules["memory"]["kv_cache"]["llama_cpp_ctx_pad"])
-        return int(math.ceil(ctx / pad) * pad)
-    return ctx
+    pad = runtime.kv_pad_cells
+    return int(math.ceil(ctx / pad) * pad) if pad > 0 else ctx
 
 
 def kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, kv_type: str, rules: dict, sequences: int = 1) -> tuple[int, ...]:
@@ -149,7 +147,7 @@ def compute_buffer_bytes(
     ub = min(ubatch or runtime.ubatch, max(ctx_cells, 1))
     heads = model.attention_heads if heads_on_device is None else heads_on_device
     h = model.hidden_size
-    if runtime.id not in ("llama.cpp", "ollama"):
+    if runtime.compute_buffers != "ggml_graph":
         return int(runtime.compute_fixed_mib * MIB) + _torch_activations(model, runtime, ub, ctx_cells, heads,
                                                                           holds_output)
     logits = (model.vocab_size + h) * ub * 4 if holds_output else 0
@@ -174,7 +172,7 @@ def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, ctx_cell
     width = model.moe_intermediate_size * max(model.experts_active, 1) if model.is_moe else model.intermediate_size
     act = ub * (4 * model.hidden_size + 3 * width * share) * 2
     logits = model.vocab_size * ub * 4 if holds_output else 0
-    scores = heads * ctx_cells * ub * 2 if runtime.id == "transformers" else 0
+    scores = heads * ctx_cells * ub * 2 if runtime.eager_attention else 0
     return int(act + logits + scores)
 
 

@@ -262,7 +262,7 @@ class Placer:
 
     def _tensor_parallel(self, ctx: int) -> Placement:
         m, n = self.model, len(self.caps)
-        row_split = self.runtime.id in ("llama.cpp", "ollama")  # splits matrix rows: no head constraint
+        row_split = self.runtime.tensor_split == "rows"  # splits matrix rows: no head constraint
         if not row_split and m.attention_heads % n:
             return self._refused(ctx, f"tensor parallel over {n} GPUs needs the {m.attention_heads} attention "
                                       f"heads to divide by {n}")
@@ -272,7 +272,7 @@ class Placer:
         kv_total = sum(self._kv(ctx))
         kv_share = kv_total * max(1 / n, 1 / max(m.kv_heads, 1)) if not m.is_mla else kv_total
         weights = self.layout.total_bytes
-        if self.runtime.id in ("llama.cpp", "ollama"):
+        if row_split:
             # llama.cpp row split: matrices split by rows; KV cache and the rest on the main GPU.
             total_cap = sum(self.caps)
             shares = [weights * c / total_cap for c in self.caps]

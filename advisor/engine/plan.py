@@ -68,7 +68,7 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
               top: int = 5, used: bool = False) -> Plan:
     runtime = check_options(catalog, options)
     quant = resolve_quant(catalog, options.quant) if options.quant else fallback_quant(catalog, runtime, model)
-    if runtime.id not in quant.runtimes:
+    if not runtime.loads(quant):
         from advisor.errors import AdvisorError
 
         raise AdvisorError(f"{runtime.name} does not load {quant.id}", f"runtimes for {quant.id}: {', '.join(quant.runtimes)}")

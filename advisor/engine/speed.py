@@ -120,7 +120,7 @@ def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSp
         host_active = max(host_active, 0) + host_kv_bytes
         host_s = host_active / (rig.ram_bandwidth_gb_s * 1e9 * float(s["cpu_efficiency"]))
     backend = backend_of(rig.gpus[0].spec, runtime) if rig.gpus else "cpu"
-    own = rules["speed"].get("by_runtime", {}).get(runtime.id, {})  # a runtime's own fitted fixed costs
+    own = rules["speed"].get("by_runtime", {}).get(runtime.speed_terms, {})  # its own fitted fixed costs
     per_layer = float(own.get("per_layer_us", _lookup(s["per_layer_us"], backend))) * 1e-6
     overhead_s = model.layers * per_layer + float(own.get("per_token_us", s["per_token_us"])) * 1e-6
     return StepTimes(gpu_s, host_s, overhead_s)

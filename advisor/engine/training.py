@@ -46,7 +46,8 @@ def estimate_training(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opt
         weights = int(p * bits / 8)
         grads = trainable * 2
         optim = trainable * (int(t["full_bytes_per_param"]) - 2)
-    caps = usable_capacity(rig, catalog.runtimes["transformers"], rules) if rig.gpus else [0]
+    trainer = next(r for r in catalog.runtimes.values() if r.trains)
+    caps = usable_capacity(rig, trainer, rules) if rig.gpus else [0]
     cap = min(caps)
     acts = _activation_bytes(model, options, rules, model.layers)
     state = weights + grads + optim
