@@ -222,7 +222,7 @@ class MainScreen(Screen[None]):
         self.app.push_screen(ModelScreen(self.catalog), lambda mid: mid and self.set_model(mid))
 
     def action_pick_rig(self) -> None:
-        self.app.push_screen(RigScreen(self.catalog, self.detected), lambda rig: rig and self.set_rig(rig))
+        self.app.push_screen(RigScreen(self.catalog, self.detected, self.rig), lambda rig: rig and self.set_rig(rig))
 
     def action_show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab

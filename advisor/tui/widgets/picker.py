@@ -54,11 +54,17 @@ class FuzzyPicker(Vertical):
             options.action_cursor_down() if event.key == "down" else options.action_cursor_up()
             event.stop()
 
+    def highlighted(self) -> str | None:
+        """The value of the highlighted item (what Enter would pick), or None when nothing matches."""
+        options = self.query_one(OptionList)
+        return None if options.highlighted is None else options.get_option_at_index(options.highlighted).id
+
     @on(Input.Submitted)
     def _submit(self, event: Input.Submitted) -> None:
-        options = self.query_one(OptionList)
-        if options.highlighted is not None:
-            self.post_message(self.Picked(options.get_option_at_index(options.highlighted).id))
+        event.stop()
+        value = self.highlighted()
+        if value is not None:
+            self.post_message(self.Picked(value))
 
     @on(OptionList.OptionSelected)
     def _selected(self, event: OptionList.OptionSelected) -> None:
