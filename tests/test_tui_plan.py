@@ -23,7 +23,7 @@ PRESETS = {
     "2x-rtx-3090": PresetRig(id="2x-rtx-3090", name="2x RTX 3090 (PCIe only)", gpus=("2xrtx-3090",), ram_gib=64),
     "1x-rtx-3090": PresetRig(id="1x-rtx-3090", name="1x RTX 3090", gpus=("rtx-3090",), ram_gib=64),
 }
-from tui_support import NO_GPU, run  # noqa: E402
+from tui_support import NO_GPU, run, screen_text  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -208,3 +208,44 @@ def test_parse_amount_and_owned_gpus(catalog):
 
 def test_snapshot_plan_120x40(catalog, snap_compare):
     assert snap_compare(make_app(catalog), terminal_size=(120, 40), run_before=open_plan)
+
+
+# -- rows, headroom, ticks, your rig -------------------------------------------------------------------
+
+
+@run
+async def test_min_headroom_keeps_only_rigs_with_that_much_free(catalog):
+    app = make_app(catalog)
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = await open_plan(pilot)
+        before = view.plan.options
+        assert min(o.headroom_bytes for o in before) < 4 * GIB
+        await type_into(pilot, "#plan-headroom", "4")
+        assert view.plan.options and all(o.headroom_bytes >= 4 * GIB for o in view.plan.options)
+        assert set(view.plan.options) <= set(make_plan(
+            catalog, catalog.models["llama-3.1-70b"], Options(quant=None, ctx=8192), min_tps=10,
+            have=[(1, "rtx-3090")], ram_bytes=int(catalog.rules["plan"]["default_ram_gib"] * GIB), top=TOP).options)
+
+
+@run
+async def test_more_rows_than_five_scroll_and_ticks_read_without_colour(catalog):
+    app = make_app(catalog)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = await open_plan(pilot)
+        table = view.query_one("#plan-table")
+        assert table.row_count == len(view.plan.options) > 5
+        assert table.virtual_size.height > table.size.height  # more than the screen shows: it scrolls
+        assert table.virtual_size.width <= table.size.width  # every column on an 80-column screen
+        text = screen_text(app)
+        assert "▐✓▌ count GPUs in this rig as owned" in text and "▐ ▌ include used prices" in text
+
+
+@run
+async def test_paid_options_slower_than_your_rig_are_left_out(catalog):
+    app = make_app(catalog, model="llama-3.1-8b", preset="2x-rtx-3090")
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = await open_plan(pilot)
+        assert view.yours and view.yours > 10
+        assert all(o.price_usd == 0 or o.decode_tokens_per_s > view.yours for o in view.plan.options)
+        status = str(view.query_one("#plan-status").render())
+        assert f"{view.yours:,.1f} tok/s" in status and "no faster than your rig left out" in status

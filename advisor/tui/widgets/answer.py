@@ -20,12 +20,21 @@ from advisor.engine.result import Report
 from advisor.catalog.types import GIB
 from advisor.report.text import Section, document, gib, headline, rate
 
+def max_context_words(r: Report) -> tuple[str, str]:
+    """The largest context with everything on the GPUs; for an offloaded run, the context it runs at instead."""
+    if r.max_context_tokens:
+        return "max context", f"{r.max_context_tokens:,}"
+    if r.runs and not r.fits:
+        return "context", f"{r.context_tokens:,} offloaded (none fits all on GPU)"
+    return "max context", "none"
+
+
 def key_figures(r: Report) -> Text:
     """The answer at a glance, one line: speed, largest context, NVLink verdict."""
     out = Text()
     for label, value in (("decode", rate(r.speed.decode_tokens_per_s)),
                          ("prefill", rate(r.speed.prefill_tokens_per_s)),
-                         ("max context", f"{r.max_context_tokens:,}" if r.max_context_tokens else "none"),
+                         max_context_words(r),
                          ("NVLink", r.interconnect.nvlink.replace("_", " "))):
         if out:
             out.append("  ·  ", "dim")
@@ -177,3 +186,4 @@ class Answer(VerticalScroll):
         secs = {s.title.split(" ")[0].lower(): s for s in document(r)}
         for key in ("answer", "speed", "training", "interconnect", "findings"):
             self.query_one(f"#sec-{key}", SectionView).show(secs.get(key))
+        self.scroll_home(animate=False)  # a new answer starts at its verdict

@@ -45,7 +45,12 @@ def owned_gpus(rig: Rig | None, catalog: Catalog) -> tuple[list[tuple[int, str]]
 
 
 HEADERS = ("#", "price", "what to buy", "decode", "vs yours", "free GiB", "power", "$/M tok", "NVLink")
-RIGHT = {"price", "decode", "vs yours", "free GiB", "power", "$/M tok"}
+NARROW_HEADERS = ("#", "price", "what to buy", "tok/s", "×yours", "free", "W", "$/M", "NVL")
+"""Below 120 columns: no "#", units move to the headers, "what to buy" is cut past 28 cells (the line
+under the table has it whole)."""
+RIGHT = {0, 1, 3, 4, 5, 6, 7}
+NARROW_BELOW = 120
+BUY_WIDTH_NARROW = 28
 
 
 class PlanView(Vertical):
@@ -61,6 +66,7 @@ class PlanView(Vertical):
         self._stale = True
         self._seq = 0
         self.yours: float | None = None
+        self._narrow: bool | None = None
         """Decode of the current model on the rig in use, at the plan's quant and context (None: does not run)."""
 
     def compose(self) -> ComposeResult:
@@ -81,7 +87,26 @@ class PlanView(Vertical):
         yield Static("", id="plan-notes")
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns(*[right(h) if h in RIGHT else h for h in HEADERS])
+        self._columns()
+
+    @property
+    def narrow(self) -> bool:
+        return self.app.size.width < NARROW_BELOW
+
+    def _columns(self) -> None:
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        self._narrow = self.narrow
+        for i, h in enumerate(NARROW_HEADERS if self._narrow else HEADERS):
+            if self._narrow and i == 0:
+                continue
+            width = BUY_WIDTH_NARROW if self._narrow and i == 2 else None
+            table.add_column(right(h) if i in RIGHT else h, width=width)
+
+    def on_resize(self) -> None:
+        if self._narrow is not None and self._narrow != self.narrow and self.plan is not None:
+            self._columns()
+            self._rows()
 
     # -- inputs -----------------------------------------------------------------------------------
 
@@ -180,15 +205,25 @@ class PlanView(Vertical):
     def notes_text(self) -> str:
         return str(self.query_one("#plan-notes", Static).render())
 
-    def _cells(self, i: int, o: PlanOption) -> list[str]:
+    def _cells(self, i: int, o: PlanOption, narrow: bool = False) -> list[str]:
         gpus = self.catalog.gpus
         buy = ", ".join(f"{n}× {gpus[g].name}" for n, g in o.new_gpus) or "nothing (what you have)"
         if o.nvlink:
             buy += " + NVLink bridge"
         vs = f"×{o.decode_tokens_per_s / self.yours:.1f}" if self.yours else "—"
-        return [f"{i}.", f"${o.price_usd:,.0f}", buy, f"{o.decode_tokens_per_s:,.1f} tok/s", vs,
-                f"{o.headroom_bytes / GIB:.1f}", f"{o.power_w:,.0f} W", f"${o.usd_per_million_tokens:.2f}",
-                "yes" if o.nvlink else "no"]
+        tps, watts = (f"{o.decode_tokens_per_s:,.1f}", f"{o.power_w:,.0f}") if narrow else \
+            (f"{o.decode_tokens_per_s:,.1f} tok/s", f"{o.power_w:,.0f} W")
+        return [f"{i}.", f"${o.price_usd:,.0f}", buy, tps, vs, f"{o.headroom_bytes / GIB:.1f}", watts,
+                f"${o.usd_per_million_tokens:.2f}", "yes" if o.nvlink else "no"]
+
+    def _rows(self) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        for i, o in enumerate(self.plan.options if self.plan else (), 1):
+            cells = [right(c) if k in RIGHT else c for k, c in enumerate(self._cells(i, o, self._narrow))]
+            table.add_row(*(cells[1:] if self._narrow else cells), key=str(i))
+        table.move_cursor(row=0, animate=False)
+        table.scroll_home(animate=False)
 
     def show(self, seq: int, plan: Plan, have: list[tuple[int, str]], skipped: list[str],
              yours: float | None = None) -> None:
@@ -210,12 +245,7 @@ class PlanView(Vertical):
             status += ". Nothing in the catalog reaches this target" + (" within the budget." if plan.budget_usd else ".")
         self.query_one("#plan-status", Static).update(status)
 
-        table = self.query_one(DataTable)
-        table.clear()
-        for i, o in enumerate(plan.options, 1):
-            table.add_row(*[right(c) if h in RIGHT or h == "#" else c for h, c in zip(HEADERS, self._cells(i, o))],
-                          key=str(i))
-        table.scroll_home(animate=False)
+        self._rows()
         self._show_why(0)
 
         prices = "new/list prices" + (" and used-market prices" if plan.used else "")
