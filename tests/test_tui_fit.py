@@ -292,3 +292,24 @@ def test_snapshot_help_80x24(catalog, snap_compare):
         await pilot.press("question_mark")
 
     assert snap_compare(make_app(catalog), terminal_size=(80, 24), run_before=help_open)
+
+
+# -- check ------------------------------------------------------------------------------------------------
+
+
+@run
+async def test_check_says_what_context_an_offloaded_run_uses_and_scrolls_to_a_new_verdict(catalog):
+    app = make_app(catalog, model="gpt-oss-120b")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = main(app)
+        assert not screen.report.fits and screen.report.runs
+        text = screen_text(app)
+        assert "context 8,192 offloaded (none fits all on GPU)" in text and "max context none" not in text
+        answer = screen.query_one("#answer")
+        answer.scroll_end(animate=False)
+        await pilot.pause()
+        assert answer.scroll_y > 0
+        screen.set_model("llama-3.1-8b")
+        await pilot.pause()
+        assert answer.scroll_y == 0 and "Llama 3.1 8B" in screen_text(app)

@@ -85,7 +85,7 @@ async def test_plan_tab_lists_the_engines_options_cheapest_first(catalog):
         assert prices(view) == sorted(prices(view))
         # the same plan the headless `advisor plan --quant auto --ctx 8192 --min-tps 10 --have rtx-3090` makes
         want = make_plan(catalog, catalog.models["llama-3.1-70b"], Options(quant=None, ctx=8192), min_tps=10,
-                         have=[(1, "rtx-3090")], ram_bytes=int(catalog.rules["plan"]["default_ram_gib"] * GIB),
+                         have=[(1, "rtx-3090")], ram_bytes=int(catalog.rules.plan.default_ram_gib * GIB),
                          top=TOP)
         # one 3090 runs the 70B only with offload, slower than every option: none is left out
         assert view.yours is not None and all(o.decode_tokens_per_s > view.yours for o in want.options)
@@ -224,7 +224,7 @@ async def test_min_headroom_keeps_only_rigs_with_that_much_free(catalog):
         assert view.plan.options and all(o.headroom_bytes >= 4 * GIB for o in view.plan.options)
         assert set(view.plan.options) <= set(make_plan(
             catalog, catalog.models["llama-3.1-70b"], Options(quant=None, ctx=8192), min_tps=10,
-            have=[(1, "rtx-3090")], ram_bytes=int(catalog.rules["plan"]["default_ram_gib"] * GIB), top=TOP).options)
+            have=[(1, "rtx-3090")], ram_bytes=int(catalog.rules.plan.default_ram_gib * GIB), top=TOP).options)
 
 
 @run

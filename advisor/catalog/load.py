@@ -26,6 +26,7 @@ from advisor.catalog.types import (
     QuantSpec,
     RuntimeSpec,
 )
+from advisor.catalog.rulebook import Rulebook, build_rulebook
 from advisor.errors import AdvisorError
 
 USER_DIR_ENV = "ADVISOR_CONFIG_DIR"
@@ -145,6 +146,12 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "qk_rope_head_dim": (0, 1e5), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64),
     "kld": (0, 100), "context_mib": (0, 1e6), "ubatch": (1, 1e6), "compute_fixed_mib": (0, 1e6),
     "gpu_memory_utilization": (0, 1), "ram_gib": (0.001, 65536), "kv_pad_cells": (0, 1e6),
+    # the rulebook
+    "efficiency": (0, 1), "cpu_efficiency": (0, 1), "attention_efficiency": (0, 1), "mfu": (0, 1),
+    "host_staged_factor": (0, 1), "chipset_bandwidth_factor": (0, 1), "small_fraction": (0, 1),
+    "large_fraction": (0, 1), "nvidia_reserved_mib": (0, 1e5), "os_reserve_gib": (0, 1e4),
+    "default_ram_bandwidth_gb_s": (0.001, 1e5), "default_ram_gib": (0.001, 1e6), "pipeline_microbatches": (1, 1e4),
+    "helps_above": (1, 100), "needed_above": (1, 100), "reading_tokens_per_s": (0, 1e4),
 }
 
 
@@ -261,7 +268,7 @@ def _load_catalog(user: Path | None | bool) -> Catalog:
                                    f"run `advisor catalog validate` to see every problem; files are in {folder}")
     return Catalog(
         gpus=tables["gpu"], models=tables["model"], quants=tables["quant"],
-        runtimes=tables["runtime"], presets=tables["preset"], rules=rules,
+        runtimes=tables["runtime"], presets=tables["preset"], rules=build_rulebook(rules),
     )
 
 
@@ -315,12 +322,16 @@ def validate_all(user: Path | None = None) -> list[str]:
     problems: list[str] = []
     db_dir, rules_dir = builtin_dirs()
     tables: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
+    rules: dict[str, Any] = {}
     for path in _toml_files(db_dir) + _toml_files(rules_dir):
         try:
             data = read_toml(path)
         except AdvisorError as exc:
             problems.append(exc.message)
             continue
+        tables_here = {k: v for k, v in data.items() if k not in KINDS}
+        if path.parent == rules_dir and tables_here:
+            rules[path.stem] = tables_here
         for kind, cls in KINDS.items():
             for n, entry in enumerate(data.get(kind, []), 1):
                 ident = entry.get("id", f"#{n}") if isinstance(entry, dict) else f"#{n}"
@@ -331,6 +342,10 @@ def validate_all(user: Path | None = None) -> list[str]:
                                                          else entry)
                 except Exception as exc:
                     problems.append(f"{path}: [[{kind}]] id={ident!r}: {_format_validation(exc)}")
+    try:
+        validate_entry(Rulebook, rules)
+    except Exception as exc:
+        problems.append(f"{rules_dir}: the rulebook: {_format_validation(exc)}")
     folder = user_dir() if user is None else user
     for path in _toml_files(folder):
         problems.extend(merge_user_file(path, tables))

@@ -14,6 +14,10 @@ from __future__ import annotations
 from dataclasses import field
 from advisor.record import Record, record
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from advisor.catalog.rulebook import Rulebook
+
 GIB = 1024**3
 
 # pydantic reads this plain dict as the ConfigDict of each dataclass (no pydantic import needed).
@@ -318,5 +322,5 @@ class Catalog(Record):
     quants: dict[str, QuantSpec]
     runtimes: dict[str, RuntimeSpec]
     presets: dict[str, PresetRig] = field(default_factory=dict)
-    rules: dict = field(default_factory=dict)
-    """The remaining rulebook tables (speed, interconnect, system), raw but read-only by convention."""
+    rules: Rulebook | None = None
+    """The rulebook's tables (memory, speed, interconnect, plan) as typed records."""

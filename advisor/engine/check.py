@@ -6,6 +6,7 @@ import re
 from dataclasses import replace
 
 from advisor.catalog.resolve import resolve
+from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import Catalog, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
 from advisor.engine import speed as spd
@@ -78,8 +79,8 @@ def check_runtime_hardware(runtime: RuntimeSpec, rig: Rig) -> None:
 def quant_ladder(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None = None) -> list[QuantSpec]:
     """The quantizations to try, best quality first. A model published in a low-bit format
     (`native_quant`) starts there: its 16-bit files only widen the small non-expert part."""
-    sel = catalog.rules["memory"]["selection"]
-    ladder = [resolve_quant(catalog, q) for q in sel[runtime.ladder]]
+    sel = catalog.rules.memory.selection
+    ladder = [resolve_quant(catalog, q) for q in sel.ladder[runtime.ladder]]
     native = _native(catalog, runtime, model)
     if native is not None:
         ladder = [native] + [q for q in ladder if q.bits_per_weight < native.bits_per_weight]
@@ -90,8 +91,8 @@ def fallback_quant(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | No
     native = _native(catalog, runtime, model)
     if native is not None:
         return native
-    sel = catalog.rules["memory"]["selection"]
-    return resolve_quant(catalog, sel["fallback"][runtime.ladder])
+    sel = catalog.rules.memory.selection
+    return resolve_quant(catalog, sel.fallback[runtime.ladder])
 
 
 def _native(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None) -> QuantSpec | None:
@@ -136,7 +137,7 @@ def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) ->
     else:
         placer = None
         first_running = None
-        reading = float(rules["memory"]["selection"]["reading_tokens_per_s"])
+        reading = float(rules.memory.selection.reading_tokens_per_s)
         for q in quant_ladder(catalog, runtime, model):
             p = Placer(model, q, runtime, rig, options, rules)
             at = p.at(ctx)
@@ -175,7 +176,7 @@ def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) ->
 
 
 def decode_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
-                   rules: dict, options: Options, ctx: int, depth: int, streams: int = 1) -> float:
+                   rules: Rulebook, options: Options, ctx: int, depth: int, streams: int = 1) -> float:
     """Seconds per decode step of `streams` sequences, each with `depth` tokens already in its KV cache.
 
     The placement holds KV cache for `options.concurrency` sequences of `ctx` tokens; a step reads the
@@ -191,16 +192,16 @@ def decode_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
 
 
 def prefill_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
-                    rules: dict, prompt_tokens: int) -> float:
+                    rules: Rulebook, prompt_tokens: int) -> float:
     pre = spd.prefill_time(placement, rig, model, quant, runtime, rules, prompt_tokens)
     lt = link_times(placement, rig, model, runtime, rules, prompt_tokens, 1)
     return pre.total_s + (lt.prefill_s if lt else 0.0)
 
 
 def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
-                   rules: dict, options: Options, ctx: int) -> Speed:
-    err = rules["speed"]["error"]
-    band = (f"usually within ±{err['decode_median_pct']:g}% (decode) and ±{err['prefill_median_pct']:g}% "
+                   rules: Rulebook, options: Options, ctx: int) -> Speed:
+    err = rules.speed.error
+    band = (f"usually within ±{err.decode_median_pct:g}% (decode) and ±{err.prefill_median_pct:g}% "
             f"(prefill) of llama-bench on public measurements")
     if not placement.runs:
         return Speed(None, None, None, None, None, basis="does not run on this rig", error_band=band)
@@ -236,7 +237,7 @@ def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
 
 
 def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec,
-                         runtime: RuntimeSpec, rules: dict, options: Options, ctx: int) -> Interconnect:
+                         runtime: RuntimeSpec, rules: Rulebook, options: Options, ctx: int) -> Interconnect:
     used = [d for d in placement.devices if d.total_bytes > 0]
     if len(used) < 2:
         why = "one GPU: nothing crosses a GPU-to-GPU link" if rig.gpus else "no GPU: nothing crosses a GPU link"
@@ -255,15 +256,15 @@ def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant
     pre_pcie, pre_nv = pre.total_s + pcie.prefill_s, pre.total_s + nv.prefill_s
     dec_speedup, pre_speedup = dec_pcie / dec_nv, pre_pcie / pre_nv
     dec_now, pre_now = step.total_s + now.decode_s, pre.total_s + now.prefill_s
-    long_prompt = options.prompt_tokens >= int(rules["interconnect"]["verdict"]["long_prompt_tokens"])
+    long_prompt = options.prompt_tokens >= int(rules.interconnect.verdict.long_prompt_tokens)
     phase = "decode"
     speedup, share = dec_speedup, now.decode_s / dec_now
     if (long_prompt or streams > 1) and pre_speedup > speedup:
         phase, speedup, share = "prefill", pre_speedup, now.prefill_s / pre_now
-    v = rules["interconnect"]["verdict"]
-    if speedup >= float(v["needed_above"]):
+    v = rules.interconnect.verdict
+    if speedup >= float(v.needed_above):
         verdict = "needed"
-    elif speedup >= float(v["helps_above"]):
+    elif speedup >= float(v.helps_above):
         verdict = "helps"
     else:
         verdict = "not_needed"

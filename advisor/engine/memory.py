@@ -10,6 +10,7 @@ import math
 from functools import lru_cache
 
 from advisor.record import Record, record
+from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import GIB, ModelSpec, QuantSpec, RuntimeSpec
 
 MIB = 1024**2
@@ -77,13 +78,13 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
     )
 
 
-def kv_cells(ctx: int, runtime: RuntimeSpec, rules: dict) -> int:
+def kv_cells(ctx: int, runtime: RuntimeSpec, rules: Rulebook) -> int:
     """KV cache length the runtime allocates for a context of `ctx` tokens."""
     pad = runtime.kv_pad_cells
     return int(math.ceil(ctx / pad) * pad) if pad > 0 else ctx
 
 
-def kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, kv_type: str, rules: dict, sequences: int = 1) -> tuple[int, ...]:
+def kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, kv_type: str, rules: Rulebook, sequences: int = 1) -> tuple[int, ...]:
     """KV cache bytes of each layer for `ctx_cells` tokens in each of `sequences` streams.
 
     Standard attention caches K and V: 2 x kv_heads x head_dim per token (grouped-query attention
@@ -91,7 +92,7 @@ def kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, kv_type: str, rules: di
     qk_rope_head_dim per token (V is read from the same latent). Sliding-window layers hold at most
     the window.
     """
-    elem = float(rules["memory"]["kv_cache"]["bytes_per_element"][kv_type])
+    elem = float(rules.memory.kv_cache.bytes_per_element[kv_type])
     return _kv_bytes_per_layer(model, ctx_cells, elem, sequences)
 
 
@@ -180,8 +181,8 @@ def context_bytes(runtime: RuntimeSpec) -> int:
     return int(runtime.context_mib * MIB)
 
 
-def apple_working_set(vram_bytes: int, rules: dict) -> int:
+def apple_working_set(vram_bytes: int, rules: Rulebook) -> int:
     """Metal's recommendedMaxWorkingSetSize for a Mac with this much unified memory."""
-    apple = rules["memory"]["apple"]
-    small = vram_bytes <= apple["small_max_gib"] * GIB
-    return int(vram_bytes * (apple["small_fraction"] if small else apple["large_fraction"]))
+    apple = rules.memory.apple
+    small = vram_bytes <= apple.small_max_gib * GIB
+    return int(vram_bytes * (apple.small_fraction if small else apple.large_fraction))

@@ -82,7 +82,7 @@ class RigScreen(ModalScreen[Rig | None]):
         items += [(f"preset: {p.name}", f"preset:{i}") for i, p in self.catalog.presets.items()]
         items += [(f"{g.name}  ({gib(g.vram_bytes)})", f"gpu:{i}") for i, g in self.catalog.gpus.items()]
         cur = self.current
-        networks = list(self.catalog.rules["interconnect"]["network"]["gb_s"])
+        networks = list(self.catalog.rules.interconnect.network.gb_s)
         with Vertical(classes="dialog") as dialog:
             dialog.border_title = "Rig"
             yield FuzzyPicker(items, placeholder="this rig, a preset or a GPU, e.g. 3090")

@@ -155,7 +155,7 @@ class PlanView(Vertical):
                 headroom: float | None, have: list[tuple[int, str]], skipped: list[str], used: bool,
                 rig: Rig | None) -> None:
         """`advisor plan` for the current model, off the UI thread, and the same target on the rig in use."""
-        ram = int(self.catalog.rules["plan"]["default_ram_gib"] * GIB)
+        ram = int(self.catalog.rules.plan.default_ram_gib * GIB)
         try:
             plan = make_plan(self.catalog, model, options, min_tps=min_tps, budget=budget, have=have,
                              ram_bytes=ram, top=TOP, used=used)
