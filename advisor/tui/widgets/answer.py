@@ -153,6 +153,9 @@ class Answer(VerticalScroll):
         with Horizontal(id="answer-grid"):
             with Vertical(classes="answer-col"):
                 yield SectionView(id="sec-answer")
+                # shown once the report's document() has them (issue 17's choices, issues 14/15's launch command)
+                yield SectionView(id="sec-choices")
+                yield SectionView(id="sec-launch")
                 yield SectionView(id="sec-speed")
                 yield SectionView(id="sec-training")
             with Vertical(classes="answer-col"):
@@ -184,6 +187,6 @@ class Answer(VerticalScroll):
         bars.display = True
         self.query_one("#answer-grid").display = True
         secs = {s.title.split(" ")[0].lower(): s for s in document(r)}
-        for key in ("answer", "speed", "training", "interconnect", "findings"):
+        for key in ("answer", "choices", "launch", "speed", "training", "interconnect", "findings"):
             self.query_one(f"#sec-{key}", SectionView).show(secs.get(key))
         self.scroll_home(animate=False)  # a new answer starts at its verdict

@@ -78,6 +78,8 @@ class Column:
 def _quality(x: Ranked, narrow: bool) -> str:
     if x.report.rig.is_cpu_only:
         return "CPU only" if not narrow else "CPU"
+    if x.report.runs and not x.report.fits:
+        return "—"  # the engine grades quality for what fits on the GPUs; "runs on" says where the rest goes
     return (TIER_SHORT if narrow else TIER_WORDS)[x.tier] if x.report.runs else ("no" if narrow else "does not run")
 
 
