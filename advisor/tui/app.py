@@ -175,13 +175,15 @@ class MainScreen(Screen[None]):
         else:
             answer.show(self.report)
         self._fit_stale = True
-        plan = self.query_one(PlanView)
-        plan.set_target(self.catalog.models[self.model_id], self.options(), self.rig)
+        self._refresh_active()
+
+    def _refresh_active(self) -> None:
+        """Bring the Fit or Plan tab up to date when it is the one shown (the others wait until shown)."""
         active = self.query_one(TabbedContent).active
         if active == "fit":
             self.refresh_fit()
         elif active == "plan":
-            plan.refresh_plan()
+            self.refresh_plan()
 
     def refresh_fit(self) -> None:
         if self.rig is None or not self._fit_stale:
@@ -189,6 +191,13 @@ class MainScreen(Screen[None]):
         self._fit_stale = False
         self.query_one(FitView).show_status("Evaluating every catalog model with quant auto…")
         self.compute_fit(self.rig, self.options())
+
+    def refresh_plan(self) -> None:
+        if self.rig is None:
+            return
+        plan = self.query_one(PlanView)
+        plan.set_target(self.catalog.models[self.model_id], self.options(), self.rig)
+        plan.refresh_plan()
 
     @work(thread=True, exclusive=True, group="fit", exit_on_error=False)
     def compute_fit(self, rig: Rig, options: Options) -> None:
@@ -206,10 +215,7 @@ class MainScreen(Screen[None]):
 
     @on(TabbedContent.TabActivated)
     def _tab(self, event: TabbedContent.TabActivated) -> None:
-        if event.pane.id == "fit":
-            self.refresh_fit()
-        elif event.pane.id == "plan":
-            self.query_one(PlanView).refresh_plan()
+        self._refresh_active()
 
     @on(DataTable.RowSelected, "#fit-table")
     def _fit_row(self, event: DataTable.RowSelected) -> None:

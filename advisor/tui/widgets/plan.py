@@ -1,6 +1,6 @@
 """What to buy: the cheapest rigs that run the current model at a target speed, as `advisor plan` lists them.
 
-The screen hands in the target (`set_target`: model, options, rig) whenever it changes and calls
+The screen hands in the target (`set_target`: model, options, rig; a new one makes the list stale) and calls
 `refresh_plan` when the tab is shown; the view's own inputs (minimum tok/s, budget, "count this
 rig as owned", "used prices") recompute it at once. `make_plan` runs in a thread worker (about a
 tenth of a second); a result that arrives after a newer request is dropped.
@@ -112,8 +112,9 @@ class PlanView(Vertical):
 
     def set_target(self, model: ModelSpec, options: Options, rig: Rig | None) -> None:
         """The model, the control panel's options (quant None = auto) and the rig; computed on `refresh_plan`."""
-        self.model, self.options, self.rig = model, options, rig
-        self._stale = True
+        if (model, options, rig) != (self.model, self.options, self.rig):
+            self.model, self.options, self.rig = model, options, rig
+            self._stale = True
 
     @on(Input.Changed)
     @on(Checkbox.Changed)
