@@ -8,6 +8,7 @@ buy: the plan runs in the view's own worker), so first paint never waits on NVML
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -27,15 +28,17 @@ from advisor.engine.rig import Rig
 from advisor.errors import AdvisorError
 from advisor.probe.build import build_rig
 from advisor.probe.types import Detection
+from advisor.report.document import render
+from advisor.report.fit import fit_doc
 from advisor.tui.commands import AdvisorCommands
-from advisor.tui.export import ConfirmOverwrite, as_text, free_name, markdown_table, write_atomic
+from advisor.tui.export import ConfirmOverwrite, as_text, free_name, write_atomic
 from advisor.tui.screens.help import HelpScreen
 from advisor.tui.screens.pickers import ModelScreen, RigScreen, preset_rig
 from advisor.tui.widgets.answer import Answer
 from advisor.tui.widgets.controls import Controls
 from advisor.tui.widgets.fit import FitView
 from advisor.tui.widgets.plan import PlanView
-from advisor.tui.widgets.rig import RigPanel, rig_title
+from advisor.tui.widgets.rig import RigPanel
 
 Probe = Callable[[], Detection]
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -222,6 +225,25 @@ class MainScreen(Screen[None]):
         self.set_model(str(event.row_key.value))
         self.action_show_tab("check")
 
+    def palette_commands(self, with_catalog: bool) -> list[tuple[str, Callable[[], object], str]]:
+        """What the command palette (ctrl+p) offers on this screen; with the catalog, every model and preset."""
+        out: list[tuple[str, Callable[[], object], str]] = [
+            ("Pick model…", self.action_pick_model, "fuzzy search over the catalog (m)"),
+            ("Pick rig…", self.action_pick_rig, "a preset, this machine, or GPUs described (r)"),
+            ("Export as Markdown", partial(self.action_export, "md"), "what this tab shows, as advisor-*.md here (e)"),
+            ("Export as JSON", partial(self.action_export, "json"), "what this tab shows, as advisor-*.json here (E)"),
+            ("Show check view", partial(self.action_show_tab, "check"), "one model on this rig (c)"),
+            ("Show fit view", partial(self.action_show_tab, "fit"), "every model that fits here, best first (f)"),
+            ("Show plan view", partial(self.action_show_tab, "plan"), "what to buy: the cheapest rigs for this model (p)"),
+            ("Help", self.action_help, "the keys of each tab (? or F1)"),
+            ("Quant: auto", partial(self.set_control, "quant", "auto"), "the best quality that fits"),
+        ]
+        if with_catalog:
+            cat = self.catalog
+            out += [(f"Rig: {p.name}", partial(self.pick_preset, i), "preset rig") for i, p in cat.presets.items()]
+            out += [(f"Model: {m.name}", partial(self.set_model, m.id), m.id) for m in cat.models.values()]
+        return out
+
     # -- actions ----------------------------------------------------------------------------------
 
     def action_pick_model(self) -> None:
@@ -238,39 +260,36 @@ class MainScreen(Screen[None]):
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())
 
-    def _export_content(self, tab: str) -> tuple[str, str, object] | None:
-        """What the tab shows: (file stem, Markdown, JSON-able data), or None when it shows nothing yet."""
+    def _export_content(self, tab: str, fmt: str) -> tuple[str, str] | None:
+        """What the tab shows as (file stem, text), or None when it shows nothing yet. Fit's rows and Plan's
+        options are written as `advisor fit --all` / `advisor plan` print them (one document, report/)."""
         if tab == "fit":
             view = self.query_one(FitView)
             if not view.ranked:
                 return None
-            headers, cells, records = view.export_table()
-            status = str(view.query_one("#fit-status", Static).render())
-            md = f"## What runs on {rig_title(self.rig)}\n\n{status}\n\n{markdown_table(headers, cells)}"
-            return "advisor-fit", md, {"rig": rig_title(self.rig), "what": view.what, "rows": records}
+            doc = fit_doc(view.shown, self.rig, self.options().runtime, show_all=True)
+            return "advisor-fit", render(doc, "json" if fmt == "json" else "markdown")
         if tab == "plan":
-            plan = self.query_one(PlanView)
-            if plan.plan is None:
+            doc = self.query_one(PlanView).document()
+            if doc is None:
                 return None
-            headers, cells, data = plan.export_table()
-            md = f"## {plan.target_line()}\n\n{markdown_table(headers, cells)}\n\n{plan.notes_text()}"
-            return f"advisor-plan-{plan.plan.model.id}", md, data
+            return f"advisor-plan-{self.model_id}", render(doc, "json" if fmt == "json" else "markdown")
         if self.report is None:
             return None
         from advisor.report.jsonout import check_json
         from advisor.report.text import render_markdown
 
-        return f"advisor-{self.report.model.id}", render_markdown(self.report), check_json(self.report)
+        text = as_text(fmt, render_markdown(self.report), check_json(self.report))
+        return f"advisor-{self.report.model.id}", text
 
     def action_export(self, fmt: str) -> None:
         tab = self.query_one(TabbedContent).active
-        content = self._export_content(tab)
+        content = self._export_content(tab, fmt)
         if content is None:
             self.notify("Nothing to export: this tab has no answer yet.", severity="warning")
             return
-        stem, md, data = content
+        stem, text = content
         path = Path.cwd() / f"{stem}.{fmt}"
-        text = as_text(fmt, md, data)
         if not path.exists():
             self._write(path, text)
             return

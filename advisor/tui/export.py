@@ -18,13 +18,6 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
 
-def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
-    esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
-    lines = ["| " + " | ".join(esc(h) for h in headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def as_text(fmt: str, markdown: str, data: object) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n" if fmt == "json" else markdown.rstrip("\n") + "\n"
 

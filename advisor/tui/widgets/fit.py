@@ -301,15 +301,3 @@ class FitView(Vertical):
     def action_reverse(self) -> None:
         self.reverse = not self.reverse
         self._fill()
-
-    def export_table(self) -> tuple[list[str], list[list[str]], list[dict]]:
-        """What the table shows: wide headers, cell texts, and one record per row (for JSON)."""
-        headers = [c.wide for c in COLUMNS]
-        cells = [[str(c.cell(x, False)) for c in COLUMNS] for x in self.shown]
-        records = [{"model": x.model.id, "quant": x.report.quant.id if x.report.runs else None,
-                    "fits": x.report.fits, "runs": x.report.runs, "run_mode": RUN_MODES.get(x.report.placement.strategy),
-                    "strategy": x.report.placement.strategy, "quality": TIER_WORDS[x.tier],
-                    "decode_tokens_per_s": x.report.speed.decode_tokens_per_s,
-                    "prefill_tokens_per_s": x.report.speed.prefill_tokens_per_s,
-                    "max_context_tokens": x.report.max_context_tokens, "note": x.note} for x in self.shown]
-        return headers, cells, records

@@ -23,6 +23,8 @@ from advisor.engine.check import evaluate
 from advisor.engine.plan import Plan, PlanOption, make_plan
 from advisor.engine.rig import Rig
 from advisor.errors import AdvisorError
+from advisor.report.document import Doc
+from advisor.report.plan import plan_doc
 from advisor.tui.widgets.field import Field, Tick, parse_amount
 
 DEFAULT_MIN_TPS = "10"
@@ -65,6 +67,7 @@ class PlanView(Vertical):
         self.plan: Plan | None = None
         self._stale = True
         self._seq = 0
+        self.have: list[tuple[int, str]] = []
         self.yours: float | None = None
         self._narrow: bool | None = None
         """Decode of the current model on the rig in use, at the plan's quant and context (None: does not run)."""
@@ -203,9 +206,6 @@ class PlanView(Vertical):
             target += f", within ${plan.budget_usd:,.0f}"
         return f"Cheapest rigs for {target}"
 
-    def notes_text(self) -> str:
-        return str(self.query_one("#plan-notes", Static).render())
-
     def _cells(self, i: int, o: PlanOption, narrow: bool = False) -> list[str]:
         gpus = self.catalog.gpus
         buy = ", ".join(f"{n}× {gpus[g].name}" for n, g in o.new_gpus) or "nothing (what you have)"
@@ -230,8 +230,9 @@ class PlanView(Vertical):
              yours: float | None = None) -> None:
         if seq != self._seq:
             return  # a newer request is on its way
-        self.yours = yours
-        slower = [o for o in plan.options if yours and o.price_usd > 0 and o.decode_tokens_per_s <= yours]
+        self.yours, self.have = yours, have
+        # paid options no faster than the GPUs you count as owned are not worth buying
+        slower = [o for o in plan.options if have and yours and o.price_usd > 0 and o.decode_tokens_per_s <= yours]
         plan = dataclasses.replace(plan, options=tuple(o for o in plan.options if o not in slower))
         self.plan = plan
         gpus = self.catalog.gpus
@@ -261,20 +262,6 @@ class PlanView(Vertical):
                             if used_priced and not plan.used else "."))
         self.query_one("#plan-notes", Static).update("\n".join(notes))
 
-    def export_table(self) -> tuple[list[str], list[list[str]], dict]:
-        """What the table shows, and the plan as data (for JSON)."""
-        assert self.plan is not None
-        plan = self.plan
-        cells = [self._cells(i, o) for i, o in enumerate(plan.options, 1)]
-        data = {"model": plan.model.id, "quant": plan.quant.id, "context_tokens": plan.context_tokens,
-                "min_tokens_per_s": plan.min_tps, "budget_usd": plan.budget_usd, "your_decode_tokens_per_s": self.yours,
-                "options": [{"gpus": [list(g) for g in o.gpus], "new_gpus": [list(g) for g in o.new_gpus],
-                             "price_usd": o.price_usd, "decode_tokens_per_s": o.decode_tokens_per_s,
-                             "headroom_bytes": o.headroom_bytes, "power_w": o.power_w, "nvlink": o.nvlink,
-                             "usd_per_million_tokens": o.usd_per_million_tokens, "why": o.why}
-                            for o in plan.options]}
-        return list(HEADERS), cells, data
-
     @on(DataTable.RowHighlighted, "#plan-table")
     def _row(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
@@ -287,3 +274,7 @@ class PlanView(Vertical):
             return
         o = self.plan.options[row]
         why.update(f"{row + 1}. {o.why}; prefill {o.prefill_tokens_per_s:,.0f} tok/s; {o.power_w:,.0f} W board power")
+
+    def document(self) -> Doc | None:
+        """The options on screen as `advisor plan` prints them (for export), or None before the first plan."""
+        return plan_doc(self.plan, self.have) if self.plan is not None else None
