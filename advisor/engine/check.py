@@ -200,9 +200,7 @@ def prefill_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: Qua
 
 def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
                    rules: dict, options: Options, ctx: int) -> Speed:
-    err = rules["speed"]["error"]
-    band = (f"usually within ±{err['decode_median_pct']:g}% (decode) and ±{err['prefill_median_pct']:g}% "
-            f"(prefill) of llama-bench on public measurements")
+    band = spd.error_band(spd.answer_kind(placement, rig, model, runtime), rules)
     if not placement.runs:
         return Speed(None, None, None, None, None, basis="does not run on this rig", error_band=band)
     if any(g.spec.memory_bandwidth_gb_s <= 0 or g.spec.fp16_tflops <= 0 for g in rig.gpus):

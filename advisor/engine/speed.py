@@ -20,6 +20,7 @@ from advisor.record import Record, record
 from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
 from advisor.engine.placement import Placement
+from advisor.engine.result import ErrorBand
 from advisor.engine.rig import Rig
 
 
@@ -44,6 +45,37 @@ def backend_of(gpu: GpuSpec, runtime: RuntimeSpec) -> str:
     if gpu.vendor == "intel":
         return "sycl"
     return "cuda"
+
+
+PLACEMENT_KINDS = {"single_gpu": "one GPU", "layer_split": "layer split", "tensor_parallel": "tensor parallel",
+                   "cpu_offload": "GPU + system RAM", "moe_offload": "MoE experts in RAM"}
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "apple": "Apple", "intel": "Intel"}
+
+
+def answer_kind(placement: Placement, rig: Rig, model: ModelSpec, runtime: RuntimeSpec) -> str:
+    """The kind of answer an estimate is, for its error band: runtime x hardware x placement.
+
+    Decided from the placement's strategy, the GPUs' vendor and whether the model routes experts;
+    llama.cpp's tensor parallel is its row split."""
+    if placement.strategy == "cpu_only" or not rig.gpus:
+        return f"{runtime.id}, CPU only"
+    where = PLACEMENT_KINDS.get(placement.strategy, placement.strategy)
+    if model.is_moe and placement.strategy in ("single_gpu", "layer_split", "tensor_parallel"):
+        where = "MoE on GPU"
+    vendor = rig.gpus[0].spec.vendor
+    return f"{runtime.id}, {VENDOR_NAMES.get(vendor, vendor)}, {where}"
+
+
+def error_band(kind: str, rules: dict) -> ErrorBand:
+    """The held-out error of this kind of answer (rules/speed_bands.toml); "not measured" without one."""
+    table = rules.get("speed_bands", {})
+    min_rows = int(table.get("min_rows", 0))
+    for b in table.get("band", ()):
+        if b["kind"] == kind:
+            return ErrorBand(kind, int(b["decode_rows"]), int(b["prefill_rows"]), min_rows,
+                             b.get("decode_p50_pct"), b.get("decode_p90_pct"),
+                             b.get("prefill_p50_pct"), b.get("prefill_p90_pct"))
+    return ErrorBand(kind, 0, 0, min_rows)
 
 
 def _lookup(table: dict, key: str, default_key: str = "default") -> float:
