@@ -38,6 +38,7 @@ from calibrate import LINKS, Row, build_rows, fit_rules, in_fit  # noqa: E402
 from measurements import ROOT, SPEED_DATASETS, Case, load_cases, placer_for  # noqa: E402
 
 from advisor.catalog.load import load_catalog  # noqa: E402
+from advisor.catalog.rulebook import build_rulebook, rulebook_to_dict  # noqa: E402
 from advisor.engine import memory as mem  # noqa: E402
 
 MIN_BAND_ROWS = 10
@@ -73,8 +74,8 @@ def fit_outcomes(cases: list[Case]) -> list[FitOutcome]:
 
 
 def in_sample(rows: list[Row], rules: dict) -> Predictions:
-    fitted = fit_rules(rows, rules, quiet=True)
-    return {id(r): r.predicted_tokens_per_s(fitted) for r in rows}
+    book = build_rulebook(fit_rules(rows, rules, quiet=True))
+    return {id(r): r.predicted_tokens_per_s(book) for r in rows}
 
 
 def held_out(rows: list[Row], rules: dict, group: Callable[[Case], str]) -> Predictions:
@@ -82,8 +83,8 @@ def held_out(rows: list[Row], rules: dict, group: Callable[[Case], str]) -> Pred
     scored = [r for r in rows if in_fit(r.case)]
     out = {}
     for g in sorted({group(r.case) for r in scored}):
-        fitted = fit_rules([r for r in scored if group(r.case) != g], rules, quiet=True)
-        out.update({id(r): r.predicted_tokens_per_s(fitted) for r in scored if group(r.case) == g})
+        book = build_rulebook(fit_rules([r for r in scored if group(r.case) != g], rules, quiet=True))
+        out.update({id(r): r.predicted_tokens_per_s(book) for r in scored if group(r.case) == g})
     return out
 
 
@@ -134,7 +135,7 @@ class Accuracy:
 
 def measure(cases: list[Case] | None = None, groups: tuple[str, ...] = tuple(GROUPS)) -> Accuracy:
     cases = load_cases() if cases is None else cases
-    rules = load_catalog(user=False).rules
+    rules = rulebook_to_dict(load_catalog(user=False).rules)
     rows = [r for r in build_rows(cases) if in_fit(r.case)]
     with LINKS:
         preds = {"in sample": in_sample(rows, rules)}
@@ -156,7 +157,7 @@ def bands(acc: Accuracy) -> list[dict]:
             if len(e) >= MIN_BAND_ROWS:
                 band[f"{name}_p50_pct"] = round(statistics.median(e) * 100, 1)
                 band[f"{name}_p90_pct"] = round(pct(e, 0.9) * 100, 1)
-        band["sources"] = sorted({r.case.source for r in acc.rows if r.kind == kind})
+        band["sources"] = " ".join(sorted({r.case.source for r in acc.rows if r.kind == kind}))
         out.append(band)
     return out
 
@@ -169,14 +170,10 @@ def bands_toml(acc: Accuracy) -> str:
              "# \"not measured\". Read by advisor.engine.speed.error_band.",
              f"min_rows = {MIN_BAND_ROWS}", ""]
     for b in bands(acc):
-        lines.append("[[band]]")
+        lines.append(f'[band."{b["kind"]}"]')
         for k, v in b.items():
-            if isinstance(v, str):
-                lines.append(f'{k} = "{v}"')
-            elif isinstance(v, list):
-                lines.append(f"{k} = [" + ", ".join(f'"{x}"' for x in v) + "]")
-            else:
-                lines.append(f"{k} = {v}")
+            if k != "kind":
+                lines.append(f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {v}")
         lines.append("")
     return "\n".join(lines)
 

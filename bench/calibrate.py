@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measurements import ROOT, SPEED_DATASETS, Case, load_cases, placer_for  # noqa: E402
 
 from advisor.catalog.load import load_catalog  # noqa: E402
+from advisor.catalog.rulebook import build_rulebook, rulebook_to_dict  # noqa: E402
 from advisor.engine import check  # noqa: E402
 from advisor.engine import memory as mem  # noqa: E402
 from advisor.engine import speed as spd  # noqa: E402
@@ -51,8 +52,8 @@ class Row:
     kernel: str
     backend: str
     measured_s: float
-    run: Callable[[dict], float]
-    """Seconds for this row under a rules dict: a closure over the fixed placement."""
+    run: Callable[[object], float]
+    """Seconds for this row under a Rulebook: a closure over the fixed placement."""
     kind: str
     """The kind of answer (advisor.engine.speed.answer_kind): what its error band is for."""
     naive: float
@@ -68,9 +69,9 @@ class Row:
     def runtime(self) -> str:
         return self.case.runtime
 
-    def predicted_tokens_per_s(self, rules: dict) -> float:
+    def predicted_tokens_per_s(self, book) -> float:
         n = self.case.n_prompt if self.test == "pp" else 1
-        return n / self.run(rules)
+        return n / self.run(book)
 
 
 def in_fit(case: Case) -> bool:
@@ -141,12 +142,14 @@ def build_rows(cases: list[Case] | None = None) -> list[Row]:
     return rows
 
 
-def _err(row: Row, rules: dict) -> float:
-    return abs(math.log(row.run(rules) / row.measured_s))
+def _err(row: Row, book) -> float:
+    return abs(math.log(row.run(book) / row.measured_s))
 
 
 def loss(rows: list[Row], rules: dict) -> float:
-    return sum(_err(r, rules) for r in rows) / max(len(rows), 1)
+    """Mean |log error| under a rulebook given as the plain dict its TOML parses to."""
+    book = build_rulebook(rules)
+    return sum(_err(r, book) for r in rows) / max(len(rows), 1)
 
 
 def _depends(row: Row, table: str, key: str | None) -> bool:
@@ -184,7 +187,8 @@ def fit(rows: list[Row], test: str, rules: dict, quiet: bool = False) -> dict:
     keys = [("arch_efficiency", k) for k in archs] + [("kernel_factor", k) for k in kernels]
     keys += [("per_layer_us", k) for k in backends]
     keys += [("per_token_us", None)] if test == "tg" else [("attention_efficiency", None)]
-    errs = [_err(r, rules) for r in rows]
+    book = build_rulebook(rules)
+    errs = [_err(r, book) for r in rows]
     best = sum(errs)
     step = 0.4
     while step > 0.004:
@@ -202,9 +206,9 @@ def fit(rows: list[Row], test: str, rules: dict, quiet: bool = False) -> dict:
                     sec[table] = new
                 else:
                     sec[table][key] = new
-                trial_errs = list(errs)
+                trial_errs, book = list(errs), build_rulebook(rules)
                 for i in touched:
-                    trial_errs[i] = _err(rows[i], rules)
+                    trial_errs[i] = _err(rows[i], book)
                 trial = sum(trial_errs)
                 if trial < best - 1e-9:
                     best, errs, improved = trial, trial_errs, True
@@ -248,7 +252,7 @@ def fit_runtime(rows: list[Row], runtime: str, rules: dict, quiet: bool = False)
 
 
 def fit_rules(rows: list[Row], rules: dict, quiet: bool = False) -> dict:
-    """The rulebook with its speed tables fitted on `rows` (those `in_fit`)."""
+    """The rulebook (as a plain dict) with its speed tables fitted on `rows` (those `in_fit`)."""
     with LINKS:
         return _fit_rules([r for r in rows if in_fit(r.case)], rules, quiet)
 
@@ -313,7 +317,7 @@ def with_values(src: str, text: dict[tuple[str, str], str]) -> str:
 
 
 def main() -> int:
-    rules = load_catalog(user=False).rules
+    rules = rulebook_to_dict(load_catalog(user=False).rules)
     rows = build_rows()
     text = toml_values(fit_rules(rows, rules))
     print(f"# rows used: {dict(sorted(Counter((r.test, r.dataset) for r in rows if in_fit(r.case)).items()))}")

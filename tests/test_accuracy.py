@@ -28,7 +28,9 @@ def acc():
 
 def test_calibrate_reproduces_the_speed_rulebook(catalog):
     """rules/speed.toml is exactly what bench/calibrate.py fits on the data (fixed start, no randomness)."""
-    fitted = toml_values(fit_rules(build_rows(), catalog.rules, quiet=True))
+    from advisor.catalog.rulebook import rulebook_to_dict
+
+    fitted = toml_values(fit_rules(build_rows(), rulebook_to_dict(catalog.rules), quiet=True))
     assert stored_values(SPEED_TOML.read_text(), fitted) == fitted
 
 

@@ -59,8 +59,8 @@ def load_rig(catalog: Catalog, path: Path) -> Rig:
     if not isinstance(head, dict) or set(head) - _RIG_KEYS:
         raise AdvisorError(f"{where}: [rig] has unknown keys {sorted(set(head) - _RIG_KEYS)}",
                            f"known keys: {', '.join(sorted(_RIG_KEYS))}")
-    host = catalog.rules["memory"]["host"]
-    ram = int(_num(head.get("ram_gib", host["default_ram_gib"]), f"{where}: ram_gib", 0.001, 65536) * GIB)
+    host = catalog.rules.memory.host
+    ram = int(_num(head.get("ram_gib", host.default_ram_gib), f"{where}: ram_gib", 0.001, 65536) * GIB)
     bw = head.get("ram_bandwidth_gb_s")
     gpus: list[RigGpu] = []
     entries = data.get("gpu", [])
@@ -99,7 +99,7 @@ def load_rig(catalog: Catalog, path: Path) -> Rig:
     p2p = head.get("p2p")
     if p2p is not None and not isinstance(p2p, bool):
         raise AdvisorError(f"{where}: p2p must be true or false")
-    networks = catalog.rules["interconnect"]["network"]["gb_s"]
+    networks = catalog.rules.interconnect.network.gb_s
     network = head.get("network", "")
     if network and network not in networks:
         raise AdvisorError(f"{where}: unknown network {network!r}", f"use one of: {', '.join(networks)}")
@@ -115,7 +115,7 @@ def load_rig(catalog: Catalog, path: Path) -> Rig:
     unified = gpus and gpus[0].spec.unified_memory
     return Rig(gpus=tuple(gpus), ram_bytes=gpus[0].spec.vram_bytes if unified else ram,
                ram_bandwidth_gb_s=_num(bw, f"{where}: ram_bandwidth_gb_s", 0.1, 100000) if bw is not None
-               else (gpus[0].spec.memory_bandwidth_gb_s if unified else float(host["default_ram_bandwidth_gb_s"])),
+               else (gpus[0].spec.memory_bandwidth_gb_s if unified else float(host.default_ram_bandwidth_gb_s)),
                ram_bandwidth_basis="rig file" if bw is not None else DEFAULT_RAM_BW_BASIS,
                nvlink_pairs=tuple(pairs), p2p=p2p, topology=topo, cpu=str(head.get("cpu", "")), source="rig-file",
                network=network)
