@@ -29,7 +29,7 @@ from advisor.catalog.types import (
 from advisor.errors import AdvisorError
 
 USER_DIR_ENV = "ADVISOR_CONFIG_DIR"
-MAX_TOML_BYTES = 8 * 1024 * 1024
+MAX_TOML_BYTES = 1024 * 1024
 """A catalog file larger than this is refused before it is read (nothing legitimate comes close)."""
 
 # Which array-of-tables key holds which entry type.
@@ -82,25 +82,39 @@ def cache_dir() -> Path | None:
         return None
 
 
-def read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path, limit: int = MAX_TOML_BYTES) -> dict[str, Any]:
     """Parse one TOML file, bounded in size; any problem is an AdvisorError naming the file."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on Python 3.10 only
         import tomli as tomllib
+    from advisor.errors import one_line
+    from advisor.files import read_limited
+
+    raw = read_limited(path, limit, "a catalog or rig file")
+    where = one_line(str(path), 300)
     try:
-        size = path.stat().st_size
-        if size > MAX_TOML_BYTES:
-            raise AdvisorError(f"{path}: {size} bytes is too large for a catalog or rig file",
-                               f"the limit is {MAX_TOML_BYTES} bytes")
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise AdvisorError(f"{path}: malformed TOML: {exc}", "fix the file or remove it") from None
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise AdvisorError(f"{path}: not a text file (TOML must be UTF-8)", "is this the right file?") from None
-    except OSError as exc:
-        raise AdvisorError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise AdvisorError(f"{where}: not a text file (TOML must be UTF-8)", _what_is_it(raw)) from None
+    try:
+        return tomllib.loads(text.removeprefix("\ufeff"))
+    except tomllib.TOMLDecodeError as exc:
+        raise AdvisorError(f"{where}: malformed TOML: {exc}", _what_is_it(raw) or "fix the file or remove it") from None
+    except RecursionError:
+        raise AdvisorError(f"{where}: nested too deeply to be a catalog or rig file", "fix the file or remove it") from None
+
+
+def _what_is_it(raw: bytes) -> str:
+    """A hint for a file that is not TOML but something the user may have meant to pass."""
+    head = raw[:4096].lstrip(b"\xef\xbb\xbf\xff\xfe \t\r\n\x00")
+    if head.startswith(b"<"):
+        return "this looks like XML: `advisor detect --from FILE` reads an `nvidia-smi -q -x` dump"
+    if b"NVSMI LOG" in raw[:4096]:
+        return "this is `nvidia-smi -q` text: capture `nvidia-smi -q -x` (XML) instead and pass it to `advisor detect --from`"
+    if b"GPU0" in head and (b" X " in head or b"\tX\t" in head or b"Legend" in raw):
+        return "this is `nvidia-smi topo -m` output, not a rig file: put its matrix in a rig file as `topology = [...]`"
+    return ""
 
 
 def _build(cls: type, data: dict[str, Any]) -> Any:
@@ -145,6 +159,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "qk_rope_head_dim": (0, 1e5), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64),
     "kld": (0, 100), "context_mib": (0, 1e6), "ubatch": (1, 1e6), "compute_fixed_mib": (0, 1e6),
     "gpu_memory_utilization": (0, 1), "ram_gib": (0.001, 65536),
+    "count": (1, 64), "memory_gib": (0, 65536), "node": (0, 1024), "ram_bandwidth_gb_s": (0.1, 1e5),
 }
 
 
@@ -202,40 +217,76 @@ def load_catalog(user: Path | None | bool = None) -> Catalog:
     return _load_catalog(None if user is None else (False if user is False else Path(user)))
 
 
+CACHE_FORMAT = 2
+"""Bumped whenever what the cache holds changes shape; part of the cache's name with the version."""
+MAX_CACHE_BYTES = 32 * 1024 * 1024
+
+
 def _builtin_data() -> list[tuple[str, bool, dict[str, Any]]]:
     """(file stem, is a rules file, parsed TOML) for every built-in file.
 
     Parsing the TOML is most of a cold start, so the parsed data is cached as JSON (data only,
-    never code) under the user's cache dir, keyed by each file's name, size and mtime; a stale or
-    unreadable cache is simply rebuilt.
+    never code) under the user's cache dir. The cache's name carries the code version, the
+    format and each file's name, size and mtime; its first line carries a SHA-256 of the rest, and
+    the data must have the shape parsed TOML has. A cache that is stale, edited, truncated, of the
+    wrong shape or not a regular file is ignored and rebuilt.
     """
     import json
     import zlib
+
+    from advisor import __version__
 
     shipped = Path(__file__).resolve().parent.parent / "_data" / "catalog.json"
     if shipped.is_file():  # a wheel install: parsed at build time from these same files (hatch_build.py)
         return [(stem, rules, data) for stem, rules, data in json.loads(shipped.read_text(encoding="utf-8"))]
     db_dir, rules_dir = builtin_dirs()
     paths = _toml_files(db_dir) + _toml_files(rules_dir)
-    stamp = repr([(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths]).encode()
+    stamp = repr([__version__, CACHE_FORMAT] + [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths]).encode()
     key = f"{zlib.crc32(stamp):08x}{zlib.adler32(stamp):08x}"
     folder = cache_dir()
-    cached = folder / f"catalog-{key}.json" if folder else None
+    cached = folder / f"catalog-v{CACHE_FORMAT}-{key}.json" if folder else None
+    stems = [(p.stem, p.parent == rules_dir) for p in paths]
     if cached is not None:
-        try:
-            return [(stem, rules, data) for stem, rules, data in json.loads(cached.read_text(encoding="utf-8"))]
-        except (OSError, ValueError, TypeError):
-            pass
+        data = _read_cache(cached, key, stems)
+        if data is not None:
+            return data
     out = [(p.stem, p.parent == rules_dir, read_toml(p)) for p in paths]
     if cached is not None:
         try:
+            from advisor.files import write_atomic
+
             cached.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(out), encoding="utf-8")
-            os.replace(tmp, cached)
-        except OSError:
+            body = json.dumps(out)
+            write_atomic(cached, json.dumps({"key": key, "sha256": _sha256(body)}) + "\n" + body)
+        except (OSError, AdvisorError):
             pass
     return out
+
+
+def _sha256(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _read_cache(path: Path, key: str, stems: list[tuple[str, bool]]) -> list[tuple[str, bool, dict[str, Any]]] | None:
+    """The cached parse, or None when it is missing or cannot be trusted (then it is rebuilt)."""
+    import json
+
+    from advisor.files import read_limited
+
+    try:
+        head, _, body = read_limited(path, MAX_CACHE_BYTES, "the catalog cache").decode("utf-8").partition("\n")
+        meta = json.loads(head)
+        if not (isinstance(meta, dict) and meta.get("key") == key and meta.get("sha256") == _sha256(body)):
+            return None
+        data = json.loads(body)
+    except (AdvisorError, ValueError, RecursionError):
+        return None
+    if not (isinstance(data, list) and [tuple(e[:2]) for e in data if isinstance(e, list)] == stems
+            and all(len(e) == 3 and isinstance(e[2], dict) for e in data)):
+        return None
+    return [(stem, rules, entry) for stem, rules, entry in data]
 
 
 @lru_cache(maxsize=4)

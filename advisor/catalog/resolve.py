@@ -69,7 +69,10 @@ _COUNT = re.compile(r"^\s*(\d+)\s*[x×*]\s*(.+)$", re.IGNORECASE)
 def parse_gpu_spec(entries: Mapping[str, object], spec: str) -> tuple[int, str]:
     """`[Nx]GPU` to (count, id). Counts from 1 to 64."""
     match = _COUNT.match(spec)
-    count, name = (int(match.group(1)), match.group(2)) if match else (1, spec)
-    if not 1 <= count <= 64:
-        raise AdvisorError(f"--gpu {spec!r}: {count} GPUs is out of range", "use 1 to 64")
+    if match:
+        from advisor.numbers import parse_int
+
+        count, name = parse_int(match.group(1), "--gpu count", 1, 64), match.group(2)
+    else:
+        count, name = 1, spec
     return count, resolve(entries, name, "gpu")

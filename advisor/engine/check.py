@@ -205,7 +205,7 @@ def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
             f"(prefill) of llama-bench on public measurements")
     if not placement.runs:
         return Speed(None, None, None, None, None, basis="does not run on this rig", error_band=band)
-    if any(g.spec.memory_bandwidth_gb_s <= 0 or g.spec.fp16_tflops <= 0 for g in rig.gpus):
+    if not rig.speed_known:
         return Speed(None, None, None, None, None, error_band=band,
                      basis="unknown GPU (not in the catalog): its bandwidth and throughput are not known")
     args = (placement, rig, model, quant, runtime, rules)
@@ -244,6 +244,10 @@ def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant
         return Interconnect("not_applicable", 0.0, 1.0, why)
     if not placement.runs:
         return Interconnect("not_applicable", 0.0, 1.0, "does not run on this rig, so the link does not matter")
+    if not rig.speed_known:
+        return Interconnect("not_applicable", 0.0, 1.0,
+                            "a GPU is not in the catalog: without its bandwidth and throughput the link's share "
+                            "of the time cannot be estimated")
     streams = options.concurrency
     now = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams)
     nv = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams, mode="nvlink")

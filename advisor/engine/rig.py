@@ -85,6 +85,11 @@ class Rig(Record):
     def unified(self) -> bool:
         return bool(self.gpus) and all(g.spec.unified_memory for g in self.gpus)
 
+    @property
+    def speed_known(self) -> bool:
+        """Whether every GPU's bandwidth and throughput are known (a GPU missing from the catalog has neither)."""
+        return all(g.spec.memory_bandwidth_gb_s > 0 and g.spec.fp16_tflops > 0 for g in self.gpus)
+
     def nvlinked(self, a: int, b: int) -> bool:
         return (a, b) in self.nvlink_pairs or (b, a) in self.nvlink_pairs
 

@@ -69,7 +69,9 @@ def _read(text: str) -> LoadedModel:
         return from_config(path)
     if path.suffix == ".safetensors":
         return from_folder(path.parent)
-    with open(path, "rb") as f:
+    from advisor.files import open_regular
+
+    with open_regular(path, _HINT) as f:
         magic = f.read(4)
     if magic == b"GGUF" or path.suffix == ".gguf":
         return from_gguf(path)

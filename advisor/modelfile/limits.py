@@ -60,25 +60,20 @@ def _one_line(text: str) -> str:
 
 
 def file_size(path: Path) -> int:
-    try:
-        st = path.stat()
-    except OSError as exc:
-        raise AdvisorError(_one_line(f"{display(path)}: can't read it ({exc.strerror or exc})"), "check the path and permissions") from None
-    if not path.is_file():
-        bad_file(path, "not a regular file", "pass a .gguf file, a model folder or a config.json")
-    return st.st_size
+    """The size of a regular file; anything else (a FIFO, a device, a folder) is refused unread."""
+    from advisor import files
+
+    return files.file_size(path, "pass a .gguf file, a model folder or a config.json")
 
 
 def read_json(path: Path, limit: int, what: str) -> Any:
     """A small JSON file, bounded in size and nesting, duplicate keys refused."""
+    from advisor import files
+
     size = file_size(path)
     if size > limit:
         bad_file(path, f"{what} is {size} bytes, more than the {limit} this reader accepts")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise AdvisorError(_one_line(f"{display(path)}: can't read it ({exc.strerror or exc})"), "check the permissions") from None
-    return parse_json(raw, path, what)
+    return parse_json(files.read_limited(path, limit, what), path, what)
 
 
 def parse_json(raw: bytes, where: str | Path, what: str, unique_keys: bool = True) -> Any:

@@ -14,6 +14,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from advisor.files import open_regular
 from advisor.modelfile import limits
 from advisor.modelfile.ggml_types import ST_DTYPES
 from advisor.modelfile.gguf_file import Tensor
@@ -26,7 +27,7 @@ def read_safetensors(path: Path) -> tuple[tuple[Tensor, ...], dict[str, str]]:
     if size < 8:
         bad_file(path, f"too short to be safetensors ({size} bytes)")
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             n = struct.unpack("<Q", f.read(8))[0]
             if n > limits.MAX_ST_HEADER:
                 bad_file(path, f"safetensors header claims {n} bytes (this reader accepts up to {limits.MAX_ST_HEADER})")
