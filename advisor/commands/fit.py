@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from advisor.cli import EXIT_NO, EXIT_YES, _emit, _emit_json, _fmt, options_from, rig_from_args
+from advisor.cli import EXIT_NO, EXIT_YES, _emit, _emit_json, _fmt, _say, options_from, rig_from_args
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -24,6 +24,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     usable = (lambda r: r.report.runs) if cpu else (lambda r: r.report.fits)
     shown = ranked if args.all or _fmt(args) == "json" else [r for r in ranked if usable(r)]
     if _fmt(args) == "json":
+        for warning in rig.warnings:  # the JSON array is the contract; the warnings go beside it
+            _say(f"advisor: warning: {warning}")
         _emit_json([{"model": r.model.id, "quant": r.report.quant.id if r.report.fits else None,
                      "fits": r.report.fits, "runs": r.report.runs,
                      "decode_tokens_per_s": r.report.speed.decode_tokens_per_s,
@@ -45,6 +47,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
                 lines.append(f"| {r.model.id} | {quant} | {tps} | {r.report.max_context_tokens:,} | {r.note} |")
             else:
                 lines.append(f"  {r.model.id:<30} {quant:<8} {tps:>10} {r.report.max_context_tokens:>9,}  {r.note}")
+        lines += [f"warning: {w}" for w in rig.warnings]
         hidden = len(ranked) - len(shown)
         if hidden:
             where = "in system RAM" if cpu else "fully on the GPUs"

@@ -164,6 +164,13 @@ def mem002_free_memory(r: Report, c: Catalog) -> Iterator[Finding]:
                       f"--empty plans for idle GPUs.")
 
 
+def rig001_detection_warnings(r: Report, c: Catalog) -> Iterator[Finding]:
+    """RIG001: what the probe warned about the rig (a GPU in MIG mode, a GPU lost while read), so the
+    answer carries it and nobody reads a fit on 80 GiB that a MIG instance does not have."""
+    for warning in r.rig.warnings:
+        yield Finding("RIG001", "warning", warning)
+
+
 def tp001_divisibility(r: Report, c: Catalog) -> Iterator[Finding]:
     """TP001: tensor parallel was refused (head counts do not divide by the GPU count)."""
     if r.placement.strategy == "none" and "divide" in r.placement.problem:
@@ -273,7 +280,7 @@ def trn001_training_fit(r: Report, c: Catalog) -> Iterator[Finding]:
 RULES: tuple[Rule, ...] = (
     fit001_fits, fit002_does_not_fit, fit003_cpu_only, fit004_uneven_split, ctx001_capped,
     ctx002_context_limited, qnt001_chosen, qnt002_steep_loss, kv001_quantized_kv, mem001_apple_limit,
-    mem002_free_memory, tp001_divisibility, nvl001_verdict, nvl002_split_mode, nvl003_slot,
+    mem002_free_memory, rig001_detection_warnings, tp001_divisibility, nvl001_verdict, nvl002_split_mode, nvl003_slot,
     nvl004_what_changes_it, nvl005_across_machines, trn001_training_fit,
 )
 

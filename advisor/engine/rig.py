@@ -65,7 +65,7 @@ class Rig(Record):
     source: str = "flags"
     """How the rig was made: `flags`, `nvml`, `nvidia-smi-xml`, `rig-file`, `preset`, `cpu-only`."""
     warnings: tuple[str, ...] = field(default=())
-    """What the probe could not read, in words."""
+    """What changes the rig as detected (a GPU in MIG mode, a GPU lost while read), in words."""
     network: str = ""
     """The link between machines when GPUs sit in several (`10gbe`, `ib-ndr`, `thunderbolt4`...)."""
 
@@ -92,6 +92,10 @@ class Rig(Record):
 
     def nvlinked(self, a: int, b: int) -> bool:
         return (a, b) in self.nvlink_pairs or (b, a) in self.nvlink_pairs
+
+
+MAX_RIG_GPUS = 64
+"""The most GPUs one rig (rig file, --gpu flags, owned GPUs in a plan) may hold."""
 
 
 def check_nvlink_capable(specs: list[GpuSpec]) -> None:

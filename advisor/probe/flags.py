@@ -6,7 +6,7 @@ import re
 
 from advisor.catalog.resolve import parse_gpu_spec
 from advisor.catalog.types import GIB, Catalog, GpuSpec
-from advisor.engine.rig import Rig, check_nvlink_capable, rig_of
+from advisor.engine.rig import MAX_RIG_GPUS, Rig, check_nvlink_capable, rig_of
 from advisor.errors import AdvisorError
 
 # Generations the rulebook has a lane rate for; the link widths the PCIe specification defines.
@@ -38,8 +38,8 @@ def rig_from_flags(catalog: Catalog, gpus: list[str], nvlink: bool = False, pcie
     for spec in gpus:
         count, gid = parse_gpu_spec(catalog.gpus, spec)
         specs += [catalog.gpus[gid]] * count
-    if len(specs) > 64:
-        raise AdvisorError(f"{len(specs)} GPUs is more than one rig holds", "use at most 64")
+    if len(specs) > MAX_RIG_GPUS:
+        raise AdvisorError(f"{len(specs)} GPUs is more than one rig holds", f"use at most {MAX_RIG_GPUS}")
     if nvlink:
         check_nvlink_capable(specs)
     gen, lanes = parse_pcie(pcie) if pcie else (None, None)

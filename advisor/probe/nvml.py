@@ -175,6 +175,8 @@ class _Reader:
             f["power_limit_w"] = round(mw / 1000, 2) if isinstance(mw, (int, float)) and mw > 0 else None
             mig = self.query(who, "MIG mode", "nvmlDeviceGetMigMode", handle, unsupported=(0, 0))
             f["mig"] = bool(mig[0]) if mig is not None else None
+            if f["mig"]:
+                f["mig_memory_bytes"] = self.mig_instances(handle)
             if not f.get("unified_memory"):  # PCIe readings mean nothing on a SoC (DGX Spark)
                 f["pcie"] = self.pcie(who, handle)
         except _GpuLost as e:
@@ -184,6 +186,17 @@ class _Reader:
             )
             return DetectedGpu(index=i, name=name, lost=True, **f), None
         return DetectedGpu(index=i, name=name, **f), handle
+
+    def mig_instances(self, handle: Any) -> tuple[int, ...]:
+        """The memory of each MIG instance of a MIG-enabled GPU (empty slots are NotFound: skipped)."""
+        slots, err = self.call("nvmlDeviceGetMaxMigDeviceCount", handle)
+        out = []
+        for k in range(int(slots) if err is None and isinstance(slots, int) and 0 < slots <= 64 else 0):
+            mig, err = self.call("nvmlDeviceGetMigDeviceHandleByIndex", handle, k)
+            m, err = self.call("nvmlDeviceGetMemoryInfo", mig) if err is None else (None, err)
+            if err is None and getattr(m, "total", 0):
+                out.append(int(m.total))
+        return tuple(out)
 
     def memory(self, who: str, handle: Any) -> dict[str, Any]:
         """v2 (with `reserved`) where the binding and driver have it, else v1."""

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 from advisor.catalog.load import read_toml, validate_entry
 from advisor.catalog.resolve import resolve
 from advisor.catalog.types import _STRICT, GIB, Catalog, GpuSpec
-from advisor.engine.rig import DEFAULT_RAM_BW_BASIS, Rig, RigGpu
+from advisor.engine.rig import DEFAULT_RAM_BW_BASIS, MAX_RIG_GPUS, Rig, RigGpu
 from advisor.errors import AdvisorError, one_line
 from advisor.probe.flags import parse_pcie
 from advisor.record import Record, record
@@ -100,8 +100,6 @@ class RigGpuEntry(Record):
     power_w: float | None = None
     """For a GPU not in the catalog: its board power, W."""
 
-
-MAX_RIG_GPUS = 64
 
 
 def _validated(cls: type, data: Any, where: str) -> Any:
@@ -210,6 +208,7 @@ def rig_toml(rig: Rig, name: str = "") -> str:
     if rig.topology:
         lines.append("topology = [" + ", ".join("[" + ", ".join(_q(c) for c in row) + "]" for row in rig.topology) + "]")
     lines.append(f"source = {_q(rig.source)}")
+    lines += [f"# warning: {one_line(w)}" for w in rig.warnings]
     if rig.network:
         lines.append(f"network = {_q(rig.network)}")
     for g in rig.gpus:

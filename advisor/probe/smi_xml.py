@@ -108,6 +108,8 @@ def _gpu(index: int, el: ET.Element) -> DetectedGpu:
         vram_free_bytes=to_bytes(fb.findtext("free")) if fb is not None else None,
         # `N/A` here means the GPU has no MIG (GeForce); an old driver has no element at all.
         mig=(text(mig.findtext("current_mig")) == "Enabled") if mig is not None else None,
+        mig_memory_bytes=tuple(b for b in (to_bytes(d.findtext("fb_memory_usage/total"))
+                                           for d in el.findall("mig_devices/mig_device")[:64]) if b),
         power_limit_w=_first(el, to_watts, "power_readings/enforced_power_limit",
                              "gpu_power_readings/current_power_limit", "power_readings/power_limit"),
         pcie=_pcie(el.find("pci/pci_gpu_link_info")),
