@@ -6,8 +6,9 @@ installed for anyone who imports `advisor` as a library (or for the test-suite).
 """
 
 import os
-import signal
 import sys
+
+import _signal  # the C module: `signal` would import enum first, widening the window
 
 
 def _interrupted(signum, frame):  # noqa: ANN001 - a signal handler's fixed signature
@@ -18,13 +19,13 @@ def _interrupted(signum, frame):  # noqa: ANN001 - a signal handler's fixed sign
     os._exit(130)
 
 
-signal.signal(signal.SIGINT, _interrupted)
+_signal.signal(_signal.SIGINT, _interrupted)
 
 
 def main() -> int:
     from advisor.cli import main as cli_main
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on cli.main answers Ctrl-C
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # from here on cli.main answers Ctrl-C
     return cli_main()
 
 

@@ -178,6 +178,8 @@ def out_of_bounds(obj: Any, prefix: str = "") -> list[str]:
         problems.append("kv_heads is larger than attention_heads")
     if not prefix and getattr(obj, "params_active", 0) > getattr(obj, "params_total", 1 << 62):
         problems.append("params_active is larger than params_total")
+    if not prefix and getattr(obj, "experts_active", 0) > getattr(obj, "experts", 1 << 62):
+        problems.append("experts_active is larger than experts")
     return problems
 
 
@@ -303,19 +305,27 @@ def _load_catalog(user: Path | None | bool) -> Catalog:
             rules[stem] = data
     if user is not False:
         folder = user_dir() if user is None else user
-        for path in _toml_files(folder):
-            problems = merge_user_file(path, tables)
+        paths = _toml_files(folder)
+        owner: dict[tuple[str, str], Path] = {}
+        for path in paths:
+            problems = merge_user_file(path, tables, owner)
             if problems:
                 raise AdvisorError(f"{problems[0]}",
                                    f"run `advisor catalog validate` to see every problem; files are in {folder}")
+        problems = _cross_check(tables) if paths else []
+        if problems:
+            raise AdvisorError(f"{folder}: {problems[0]}",
+                               f"run `advisor catalog validate` to see every problem; files are in {folder}")
     return Catalog(
         gpus=tables["gpu"], models=tables["model"], quants=tables["quant"],
         runtimes=tables["runtime"], presets=tables["preset"], rules=rules,
     )
 
 
-def merge_user_file(path: Path, tables: dict[str, dict[str, Any]]) -> list[str]:
-    """Merge one user file over `tables` by id (fields override); return the problems found."""
+def merge_user_file(path: Path, tables: dict[str, dict[str, Any]],
+                    owner: dict[tuple[str, str], Path] | None = None) -> list[str]:
+    """Merge one user file over `tables` by id (fields override); return the problems found.
+    `owner` remembers which user file defined each id, so two user files cannot both define one."""
     try:
         data = read_toml(path)
     except AdvisorError as exc:
@@ -333,6 +343,11 @@ def merge_user_file(path: Path, tables: dict[str, dict[str, Any]]) -> list[str]:
             if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
                 problems.append(f"{path}: [[{kind}]] #{n}: every entry needs a string `id`")
                 continue
+            if owner is not None:
+                first = owner.setdefault((kind, entry["id"]), path)
+                if first != path:
+                    problems.append(f"{path}: [[{kind}]] id={entry['id']!r}: also defined in {first}; keep one")
+                    continue
             base = tables[kind].get(entry["id"])
             merged = {**as_dict(base), **entry} if base is not None else dict(entry)
             for key in _NESTED:
@@ -366,8 +381,9 @@ def validate_all(user: Path | None = None) -> list[str]:
                 except Exception as exc:
                     problems.append(f"{path}: [[{kind}]] id={ident!r}: {_format_validation(exc)}")
     folder = user_dir() if user is None else user
+    owner: dict[tuple[str, str], Path] = {}
     for path in _toml_files(folder):
-        problems.extend(merge_user_file(path, tables))
+        problems.extend(merge_user_file(path, tables, owner))
     problems.extend(_cross_check(tables))
     return problems
 
@@ -383,6 +399,10 @@ def _cross_check(tables: dict[str, dict[str, Any]]) -> list[str]:
                 if key in seen and seen[key] != ident:
                     problems.append(f"[[{kind}]] alias {name!r} names both {seen[key]!r} and {ident!r}")
                 seen[key] = ident
+    for ident, model in tables["model"].items():
+        if model.native_quant and model.native_quant not in tables["quant"]:
+            problems.append(f"[[model]] id={ident!r}: native_quant {model.native_quant!r} is not a quant id "
+                            f"(known: {', '.join(sorted(tables['quant']))})")
     for ident, preset in tables["preset"].items():
         for spec in preset.gpus:
             gid = spec.split("x", 1)[1] if spec[:1].isdigit() and "x" in spec else spec

@@ -34,13 +34,25 @@ def _index(entries: Mapping[str, object]) -> dict[str, set[str]]:
     return index
 
 
+_LISTED = ("gpu", "model")
+"""Kinds with a command of their own that lists them (`advisor gpus`, `advisor models`)."""
+
+
+def _listing(what: str, entries: Mapping[str, object]) -> str:
+    """Where to find the valid ids: the listing command, or the ids themselves when there is none."""
+    if what in _LISTED:
+        return f"see `advisor {what}s` for the ids"
+    ids = sorted(entries)
+    return f"known {what} ids: {', '.join(ids[:40])}" + (", …" if len(ids) > 40 else "")
+
+
 def resolve(entries: Mapping[str, object], text: str, what: str) -> str:
     """The id that `text` names among `entries`; AdvisorError with candidates otherwise."""
     if text in entries:
         return text
     key = normal(text)
     if not key:
-        raise AdvisorError(f"empty {what} name", f"see `advisor {what}s` for the ids")
+        raise AdvisorError(f"empty {what} name", _listing(what, entries))
     index = _index(entries)
     for probe in (key, key.replace("-", "")):
         hits = index.get(probe)
@@ -56,7 +68,7 @@ def resolve(entries: Mapping[str, object], text: str, what: str) -> str:
     import difflib
 
     close = contained or difflib.get_close_matches(key, list(entries), n=5, cutoff=0.5)
-    hint = f"closest: {', '.join(close[:6])}" if close else f"see `advisor {what}s` for the ids"
+    hint = f"closest: {', '.join(close[:6])}" if close else _listing(what, entries)
     if len(contained) > 1:
         raise AdvisorError(f"{what} {text!r} is ambiguous: it could be {', '.join(contained[:8])}",
                            "use one of those ids")

@@ -174,8 +174,8 @@ def _parse(f: BinaryIO, size: int, path: Path) -> GgufFile:
     cur.pos = 8
     n_tensors = cur.unpack("Q", "tensor count")
     n_kv = cur.unpack("Q", "metadata count")
-    if n_tensors > limits.MAX_TENSORS or n_tensors * 24 > cur.left():
-        bad_file(path, f"header claims {n_tensors} tensors, impossible in {size} bytes (or over {limits.MAX_TENSORS})")
+    if n_tensors > limits.MAX_GGUF_TENSORS or n_tensors * 24 > cur.left():
+        bad_file(path, f"header claims {n_tensors} tensors, impossible in {size} bytes (or over {limits.MAX_GGUF_TENSORS})")
     if n_kv > limits.MAX_KV or n_kv * 12 > cur.left():
         bad_file(path, f"header claims {n_kv} metadata entries, impossible in {size} bytes (or over {limits.MAX_KV})")
     metadata = _read_metadata(cur, n_kv)

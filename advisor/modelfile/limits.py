@@ -20,6 +20,12 @@ MIB = 1024**2
 
 MAX_TENSORS = 1_000_000
 """Tensors in one model (all files together)."""
+MAX_GGUF_TENSORS = 65_536
+"""Tensors in one GGUF file (llama.cpp stores each layer's experts as one 3-D tensor: ~1,100 for
+DeepSeek V3); a header claiming more is refused before any tensor info is read."""
+MAX_ST_TENSORS = 131_072
+"""Tensors in one safetensors file (checkpoints are sharded at a few GB: a few thousand per shard);
+counted in the raw header before the JSON is parsed, so a crafted one costs no memory."""
 MAX_KV = 100_000
 """GGUF metadata key/value pairs in one file."""
 MAX_KEY_LEN = 65_536
@@ -36,7 +42,7 @@ MAX_GGUF_DIMS = 4
 MAX_ST_DIMS = 8
 MAX_SPLITS = 1024
 """Parts of a split GGUF or shards of a safetensors checkpoint."""
-MAX_ST_HEADER = 100 * MIB
+MAX_ST_HEADER = 32 * MIB
 """Safetensors JSON header."""
 MAX_SMALL_JSON = 16 * MIB
 """config.json, an Ollama manifest, an HF ref."""

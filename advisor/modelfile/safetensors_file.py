@@ -40,6 +40,8 @@ def read_safetensors(path: Path) -> tuple[tuple[Tensor, ...], dict[str, str]]:
         bad_file(path, "truncated: the file ended inside the safetensors header")
     if not raw.lstrip(b" ").startswith(b"{"):
         bad_file(path, "not a safetensors file (the header is not a JSON object)", "pass a folder of .safetensors files")
+    if raw.count(b'"data_offsets"') > limits.MAX_ST_TENSORS:
+        bad_file(path, f"the header lists more than {limits.MAX_ST_TENSORS} tensors, more than one file of a real checkpoint holds")
     header = limits.parse_json(raw, path, "safetensors header", unique_keys=False)
     if not isinstance(header, dict):
         bad_file(path, "the safetensors header is not a JSON object")

@@ -56,8 +56,39 @@ class _NoFunction(Exception):
     value = _FUNCTION_NOT_FOUND
 
 
-def read_nvml(nvml_module: Any = None) -> Detection:
-    """Read every GPU NVML can see; `nvml_module` replaces `pynvml` (tests inject a fake)."""
+TIMEOUT_S = 10.0
+"""How long the whole NVML read may take. A wedged driver can block an NVML call for ever
+(nvml-facts.md: a GPU falling off the bus, a hung persistence daemon); past this the machine is
+reported unreadable and the advisor goes on, CPU-only, with a warning."""
+
+
+def read_nvml(nvml_module: Any = None, timeout_s: float | None = None) -> Detection:
+    """Read every GPU NVML can see, within `timeout_s` (default TIMEOUT_S); `nvml_module` replaces
+    `pynvml` (tests inject a fake). The read runs in a daemon thread, so a call stuck in the
+    driver cannot hold the advisor (or its exit) hostage."""
+    import threading
+
+    limit = TIMEOUT_S if timeout_s is None else timeout_s
+    box: list[Any] = []
+
+    def work() -> None:
+        try:
+            box.append(_read_nvml(nvml_module))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, where a bug still surfaces
+            box.append(exc)
+
+    worker = threading.Thread(target=work, name="advisor-nvml", daemon=True)
+    worker.start()
+    worker.join(limit)
+    if not box:
+        return _unreadable(f"NVML did not answer within {limit:g} s (a stuck driver or a GPU that fell off the "
+                           "bus: check `nvidia-smi` and `dmesg`)")
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return box[0]
+
+
+def _read_nvml(nvml_module: Any = None) -> Detection:
     nvml = nvml_module
     if nvml is None:
         try:

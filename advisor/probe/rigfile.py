@@ -215,9 +215,10 @@ def rig_toml(rig: Rig, name: str = "") -> str:
         lines += ["", "[[gpu]]", f"id = {_q(g.spec.id)}"]
         if g.name:
             lines.append(f"name = {_q(g.name)}")
-        if g.spec.arch == "unknown":
-            lines += [f"vram_gib = {g.spec.vram_gib!r}", f"memory_bandwidth_gb_s = {g.spec.memory_bandwidth_gb_s:g}",
-                      f"fp16_tflops = {g.spec.fp16_tflops:g}"]
+        if g.spec.arch == "unknown":  # a GPU not in the catalog: what is known of it (unknown speeds left out)
+            lines.append(f"vram_gib = {g.spec.vram_gib!r}")
+            lines += [f"{key} = {value:g}" for key, value in (("memory_bandwidth_gb_s", g.spec.memory_bandwidth_gb_s),
+                                                              ("fp16_tflops", g.spec.fp16_tflops)) if value > 0]
         if g.capacity_bytes != g.spec.vram_bytes:
             lines.append(f"memory_gib = {g.capacity_bytes / GIB!r}")
             lines.append(f"memory_basis = {_q(g.capacity_basis)}")
