@@ -15,8 +15,8 @@ from advisor.errors import AdvisorError
 MAX_DIGITS = 24
 """No quantity the advisor reads has more digits than this (bytes of a 16 TiB card have 14)."""
 
-_INT = re.compile(r"[+]?\d[\d_,]*")
-_FLOAT = re.compile(r"[+]?(\d[\d_]*)?(\.\d*)?([eE][+-]?\d{1,3})?")
+_INT = re.compile(r"[+]?\d[\d_,]*", re.ASCII)
+_FLOAT = re.compile(r"[+]?(\d[\d_]*)?(\.\d*)?([eE][+-]?\d{1,3})?", re.ASCII)
 _SUFFIX = {"k": 1024, "m": 1024 * 1024}
 
 

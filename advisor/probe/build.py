@@ -77,6 +77,14 @@ def rig_from_detection(catalog: Catalog, det: Detection, empty: bool = False) ->
         gpus.append(RigGpu(spec=spec, capacity_bytes=int(cap), pcie_gen=gen or spec.pcie_gen,
                            pcie_lanes=width or spec.pcie_lanes, index=len(gpus), name=g.name,
                            capacity_basis="free" if use_free else "total"))
+    mig = [i for i, g in enumerate(kept) if g.mig]
+    if len(mig) > 1:  # one process enumerates one MIG device in all, not one per card: keep the largest
+        best = max(mig, key=lambda i: gpus[i].capacity_bytes)
+        warnings.append(f"{len(mig)} GPUs are in MIG mode and a process sees one MIG instance in all: planned on "
+                        f"GPU {kept[best].index}'s largest instance only")
+        keep = [i for i in range(len(kept)) if i not in mig or i == best]
+        kept = [kept[i] for i in keep]
+        gpus = [dataclasses.replace(gpus[i], index=n) for n, i in enumerate(keep)]
     # MIG instances do no GPU-to-GPU P2P, over PCIe or NVLink (MIG User Guide, "Application Considerations").
     index_of = {g.index: i for i, g in enumerate(kept) if not g.mig}
     pairs = sorted({tuple(sorted((index_of[g.index], index_of[p]))) for g in kept if g.index in index_of
