@@ -76,7 +76,7 @@ def _rig_args(p: argparse.ArgumentParser) -> None:
 
 
 def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
-    from advisor.engine.options import DEFAULT_CTX, DEFAULT_PROMPT_TOKENS, RUNTIMES, WORKLOADS
+    from advisor.engine.options import DEFAULT_CTX, DEFAULT_PROMPT_TOKENS, WORKLOADS
 
     if model:
         p.add_argument("model", metavar="MODEL",
@@ -90,7 +90,8 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
     g.add_argument("--prompt-tokens", type=_whole("--prompt-tokens", 100_000_000), default=DEFAULT_PROMPT_TOKENS, metavar="N",
                    help=f"prompt length for the prefill estimate (default {DEFAULT_PROMPT_TOKENS})")
     g.add_argument("--kv-cache", default="f16", metavar="TYPE", help="KV cache type: f16 (default), q8_0, q4_0; fp8 for vLLM")
-    g.add_argument("--runtime", default="llama.cpp", metavar="R", help=f"one of {', '.join(RUNTIMES)} (default llama.cpp)")
+    g.add_argument("--runtime", default="llama.cpp", metavar="R",
+                   help="runtime id (default llama.cpp; `advisor runtimes` lists them and what each does)")
     g.add_argument("--split", choices=("layer", "tensor"), default=None,
                    help="multi-GPU split (default: the runtime's: layer for llama.cpp/ollama/exllamav2, tensor for vllm)")
     g.add_argument("--concurrency", type=_whole("--concurrency", 65_536), default=1, metavar="N", help="sequences decoded at once (default 1)")

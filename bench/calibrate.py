@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from measurements import ROOT, SPEED_DATASETS, load_cases, placer_for  # noqa: E402
 
+from advisor.catalog.rulebook import build_rulebook, rulebook_to_dict  # noqa: E402
 from advisor.catalog.load import load_catalog  # noqa: E402
 from advisor.engine import speed as spd  # noqa: E402
 from advisor.engine.check import decode_seconds, prefill_seconds  # noqa: E402
@@ -70,7 +71,9 @@ def build_rows() -> list[Row]:
 
 
 def loss(rows: list[Row], rules: dict) -> float:
-    return sum(abs(math.log(r.run(rules) / r.measured_s)) for r in rows) / max(len(rows), 1)
+    """Mean |log error| under a rulebook given as the plain dict its TOML parses to."""
+    book = build_rulebook(rules)
+    return sum(abs(math.log(r.run(book) / r.measured_s)) for r in rows) / max(len(rows), 1)
 
 
 def fit(rows: list[Row], test: str, rules: dict) -> dict:
@@ -153,7 +156,7 @@ def _inline(d: dict, digits: int) -> str:
 
 
 def main() -> int:
-    rules = load_catalog(user=False).rules
+    rules = rulebook_to_dict(load_catalog(user=False).rules)
     rows = build_rows()
     dec, pre = fit(rows, "tg", rules), fit(rows, "pp", rules)
     fitted = copy.deepcopy(rules)

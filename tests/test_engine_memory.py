@@ -206,5 +206,5 @@ def test_unified_pcs_leave_the_os_its_share(catalog):
     spark = rig_from_flags(catalog, ["dgx-spark"])
     rt = catalog.runtimes["llama.cpp"]
     assert usable_capacity(strix, rt, catalog.rules) == [96 * GIB]
-    host = catalog.rules["memory"]["host"]["os_reserve_gib"]
+    host = catalog.rules.memory.host.os_reserve_gib
     assert usable_capacity(spark, rt, catalog.rules) == [spark.gpus[0].capacity_bytes - int(host * GIB)]

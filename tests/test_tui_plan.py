@@ -85,7 +85,7 @@ async def test_plan_tab_lists_the_engines_options_cheapest_first(catalog):
         assert prices(view) == sorted(prices(view))
         # the same plan the headless `advisor plan --quant auto --ctx 8192 --min-tps 10 --have rtx-3090` makes
         want = make_plan(catalog, catalog.models["llama-3.1-70b"], Options(quant=None, ctx=8192), min_tps=10,
-                         have=[(1, "rtx-3090")], ram_bytes=int(catalog.rules["plan"]["default_ram_gib"] * GIB))
+                         have=[(1, "rtx-3090")], ram_bytes=int(catalog.rules.plan.default_ram_gib * GIB))
         assert view.plan.options == want.options[:len(view.plan.options)]
         assert view.plan.quant.id == want.quant.id  # quant "auto": make_plan's own default
         for row, o in enumerate(view.plan.options):

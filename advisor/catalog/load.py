@@ -26,6 +26,7 @@ from advisor.catalog.types import (
     QuantSpec,
     RuntimeSpec,
 )
+from advisor.catalog.rulebook import Rulebook, build_rulebook
 from advisor.errors import AdvisorError
 
 USER_DIR_ENV = "ADVISOR_CONFIG_DIR"
@@ -158,7 +159,13 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "sliding_window": (0, 1e8), "sliding_window_layers": (0, 2048), "kv_lora_rank": (0, 1e5),
     "qk_rope_head_dim": (0, 1e5), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64),
     "kld": (0, 100), "context_mib": (0, 1e6), "ubatch": (1, 1e6), "compute_fixed_mib": (0, 1e6),
-    "gpu_memory_utilization": (0, 1), "ram_gib": (0.001, 65536),
+    "gpu_memory_utilization": (0, 1), "ram_gib": (0.001, 65536), "kv_pad_cells": (0, 1e6),
+    # the rulebook
+    "efficiency": (0, 1), "cpu_efficiency": (0, 1), "attention_efficiency": (0, 1), "mfu": (0, 1),
+    "host_staged_factor": (0, 1), "chipset_bandwidth_factor": (0, 1), "small_fraction": (0, 1),
+    "large_fraction": (0, 1), "nvidia_reserved_mib": (0, 1e5), "os_reserve_gib": (0, 1e4),
+    "default_ram_bandwidth_gb_s": (0.001, 1e5), "default_ram_gib": (0.001, 1e6), "pipeline_microbatches": (1, 1e4),
+    "helps_above": (1, 100), "needed_above": (1, 100), "reading_tokens_per_s": (0, 1e4),
     "count": (1, 64), "memory_gib": (0, 65536), "node": (0, 1024), "ram_bandwidth_gb_s": (0.1, 1e5),
 }
 
@@ -295,11 +302,13 @@ def _read_cache(path: Path, key: str, stems: list[tuple[str, bool]]) -> list[tup
 def _load_catalog(user: Path | None | bool) -> Catalog:
     tables: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
     rules: dict[str, Any] = {}
+    raw: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
     for stem, is_rules, data in _builtin_data():
         data = dict(data)
         for kind, cls in KINDS.items():
             if isinstance(data.get(kind), list):  # [[kind]] arrays are entries; a plain [kind] table is rules
                 for entry in data.pop(kind):
+                    entry = raw[kind][entry["id"]] = _inherit(entry, raw[kind])
                     tables[kind][entry["id"]] = _build(cls, entry)
         if is_rules and data:
             rules[stem] = data
@@ -318,8 +327,20 @@ def _load_catalog(user: Path | None | bool) -> Catalog:
                                f"run `advisor catalog validate` to see every problem; files are in {folder}")
     return Catalog(
         gpus=tables["gpu"], models=tables["model"], quants=tables["quant"],
-        runtimes=tables["runtime"], presets=tables["preset"], rules=rules,
+        runtimes=tables["runtime"], presets=tables["preset"], rules=build_rulebook(rules),
     )
+
+
+def _inherit(entry: dict[str, Any], known: dict[str, Any]) -> dict[str, Any]:
+    """An entry that names a runtime it behaves like (`like`) takes every field it leaves out from it."""
+    like = entry.get("like")
+    if not isinstance(like, str) or not like:
+        return entry
+    base = known.get(like)
+    if base is None:
+        raise ValueError(f"like = {like!r} names no entry defined before it (known: {', '.join(known)})")
+    base = base if isinstance(base, dict) else as_dict(base)
+    return {**{k: v for k, v in base.items() if k not in ("aliases", "notes")}, **entry}
 
 
 def merge_user_file(path: Path, tables: dict[str, dict[str, Any]],
@@ -354,6 +375,8 @@ def merge_user_file(path: Path, tables: dict[str, dict[str, Any]],
                 if base is not None and isinstance(entry.get(key), dict) and getattr(base, key) is not None:
                     merged[key] = {**as_dict(getattr(base, key)), **entry[key]}
             try:
+                if base is None:
+                    merged = _inherit(merged, tables[kind])
                 tables[kind][entry["id"]] = validate_entry(cls, merged)
             except Exception as exc:  # pydantic.ValidationError, kept lazy
                 problems.append(f"{path}: [[{kind}]] id={entry['id']!r}: {_format_validation(exc)}")
@@ -365,21 +388,30 @@ def validate_all(user: Path | None = None) -> list[str]:
     problems: list[str] = []
     db_dir, rules_dir = builtin_dirs()
     tables: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
+    rules: dict[str, Any] = {}
     for path in _toml_files(db_dir) + _toml_files(rules_dir):
         try:
             data = read_toml(path)
         except AdvisorError as exc:
             problems.append(exc.message)
             continue
+        tables_here = {k: v for k, v in data.items() if k not in KINDS}
+        if path.parent == rules_dir and tables_here:
+            rules[path.stem] = tables_here
         for kind, cls in KINDS.items():
             for n, entry in enumerate(data.get(kind, []), 1):
                 ident = entry.get("id", f"#{n}") if isinstance(entry, dict) else f"#{n}"
                 if ident in tables[kind]:
                     problems.append(f"{path}: [[{kind}]] id={ident!r}: duplicate id")
                 try:
-                    tables[kind][ident] = validate_entry(cls, entry)
+                    tables[kind][ident] = validate_entry(cls, _inherit(entry, tables[kind]) if isinstance(entry, dict)
+                                                         else entry)
                 except Exception as exc:
                     problems.append(f"{path}: [[{kind}]] id={ident!r}: {_format_validation(exc)}")
+    try:
+        validate_entry(Rulebook, rules)
+    except Exception as exc:
+        problems.append(f"{rules_dir}: the rulebook: {_format_validation(exc)}")
     folder = user_dir() if user is None else user
     owner: dict[tuple[str, str], Path] = {}
     for path in _toml_files(folder):
@@ -403,6 +435,14 @@ def _cross_check(tables: dict[str, dict[str, Any]]) -> list[str]:
         if model.native_quant and model.native_quant not in tables["quant"]:
             problems.append(f"[[model]] id={ident!r}: native_quant {model.native_quant!r} is not a quant id "
                             f"(known: {', '.join(sorted(tables['quant']))})")
+    if tables["runtime"] and not any(rt.trains for rt in tables["runtime"].values()):
+        problems.append("[[runtime]]: no runtime has trains = true (fine-tuning estimates need one)")
+    for ident, rt in tables["runtime"].items():
+        for name, value, allowed in (("compute_buffers", rt.compute_buffers, ("ggml_graph", "activation_peak")),
+                                     ("tensor_split", rt.tensor_split, ("heads", "rows")),
+                                     ("default_split", rt.default_split, ("layer", "tensor"))):
+            if value not in allowed:
+                problems.append(f"[[runtime]] id={ident!r}: {name} = {value!r} (use one of: {', '.join(allowed)})")
     for ident, preset in tables["preset"].items():
         for spec in preset.gpus:
             gid = spec.split("x", 1)[1] if spec[:1].isdigit() and "x" in spec else spec

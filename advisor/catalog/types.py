@@ -14,6 +14,10 @@ from __future__ import annotations
 from dataclasses import field
 from advisor.record import Record, record
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from advisor.catalog.rulebook import Rulebook
+
 GIB = 1024**3
 
 # pydantic reads this plain dict as the ConfigDict of each dataclass (no pydantic import needed).
@@ -216,7 +220,7 @@ class RuntimeSpec(Record):
     __pydantic_config__ = _STRICT
 
     id: str
-    """`llama.cpp`, `ollama`, `vllm`, `exllamav2`, `mlx`, `transformers`."""
+    """Stable id as `--runtime` takes it: `llama.cpp`, `ollama`, `vllm`, `exllamav2`, `mlx`, `transformers`."""
     name: str
     """Display name."""
     default_split: str
@@ -253,8 +257,40 @@ class RuntimeSpec(Record):
     """GPU vendors it runs on."""
     cpu_only: bool = True
     """It can run with no GPU at all."""
+    like: str = ""
+    """The runtime this one behaves like (Ollama, LM Studio and ik_llama.cpp are llama.cpp underneath):
+    every field this entry leaves out is taken from that one, and it loads the same quantizations."""
+    quant_ladder: str = ""
+    """Which list of `[selection]` in rules/memory.toml it tries, best quality first (default: its id)."""
+    kv_pad_cells: int = 0
+    """The KV cache length is rounded up to a multiple of this many cells (0: allocated as asked)."""
+    compute_buffers: str = "activation_peak"
+    """How its scratch memory is sized: `ggml_graph` (llama.cpp reserves its compute graph for one
+    micro-batch at the full context) or `activation_peak` (PyTorch runtimes: the activation peak of one
+    chunk plus `compute_fixed_mib`)."""
+    eager_attention: bool = False
+    """Attention materialises the full score matrix (no fused kernel): its memory grows with the context."""
+    tensor_split: str = "heads"
+    """How it splits a layer across GPUs: `heads` (attention heads and MLP columns: the head counts must
+    divide by the GPU count, the KV cache is sharded) or `rows` (llama.cpp `-sm row`: matrix rows in
+    proportion to memory, KV cache on the main GPU, synchronised through the host per matrix)."""
+    speed_fitted: bool = False
+    """The speed fractions were fitted on this runtime's own measurements (else they are borrowed)."""
+    trains: bool = False
+    """Fine-tuning runs on it (PyTorch with PEFT): training estimates use its memory overheads."""
+    speed_terms: str = ""
+    """Its own fitted fixed costs per token and layer: a table of `[by_runtime]` in rules/speed.toml."""
     notes: str = ""
     """Anything a reader of the entry should know."""
+
+    @property
+    def ladder(self) -> str:
+        """The `[selection]` list of quantizations it tries."""
+        return self.quant_ladder or self.like or self.id
+
+    def loads(self, quant: QuantSpec) -> bool:
+        """It loads this quantization (the quant lists it, or the runtime it behaves like)."""
+        return self.id in quant.runtimes or (bool(self.like) and self.like in quant.runtimes)
 
 
 @record
@@ -286,5 +322,5 @@ class Catalog(Record):
     quants: dict[str, QuantSpec]
     runtimes: dict[str, RuntimeSpec]
     presets: dict[str, PresetRig] = field(default_factory=dict)
-    rules: dict = field(default_factory=dict)
-    """The remaining rulebook tables (speed, interconnect, system), raw but read-only by convention."""
+    rules: Rulebook | None = None
+    """The rulebook's tables (memory, speed, interconnect, plan) as typed records."""

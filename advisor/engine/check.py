@@ -6,12 +6,13 @@ import re
 from dataclasses import replace
 
 from advisor.catalog.resolve import resolve
+from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import Catalog, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
 from advisor.engine import speed as spd
 from advisor.engine.findings import run_rules
 from advisor.engine.interconnect import link_times
-from advisor.engine.options import DEFAULT_CTX, KV_TYPES, RUNTIMES, SPLITS, WORKLOADS, Options
+from advisor.engine.options import DEFAULT_CTX, KV_TYPES, SPLITS, WORKLOADS, Options
 from advisor.engine.placement import Placement, Placer
 from advisor.engine.result import Interconnect, Report, Speed
 from advisor.engine.rig import Rig
@@ -33,7 +34,8 @@ def resolve_quant(catalog: Catalog, text: str) -> QuantSpec:
         return QuantSpec(id=f"exl2-{m.group(1)}", format="exl2", bits_per_weight=bpw,
                          bpw_basis="EXL2 targets this average bits per weight over the linear layers; the "
                                    "embedding stays 16-bit (the head is 6-bit by default: 16 is the safe side)",
-                         runtimes=("exllamav2",), kernel="exl2", linear_bits=bpw, embed_bits=16.0)
+                         runtimes=tuple(r.id for r in catalog.runtimes.values() if "exl2" in r.formats),
+                         kernel="exl2", linear_bits=bpw, embed_bits=16.0)
     by_lower = {q.lower(): q for q in catalog.quants}
     key = text.strip().lower()
     if key in by_lower:
@@ -43,7 +45,7 @@ def resolve_quant(catalog: Catalog, text: str) -> QuantSpec:
 
 def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
     if options.runtime not in catalog.runtimes:
-        raise AdvisorError(f"unknown runtime {options.runtime!r}", f"use one of: {', '.join(RUNTIMES)}")
+        raise AdvisorError(f"unknown runtime {options.runtime!r}", f"use one of: {', '.join(catalog.runtimes)}")
     runtime = catalog.runtimes[options.runtime]
     if options.kv_type not in KV_TYPES:
         raise AdvisorError(f"unknown KV cache type {options.kv_type!r}", f"use one of: {', '.join(KV_TYPES)}")
@@ -77,9 +79,8 @@ def check_runtime_hardware(runtime: RuntimeSpec, rig: Rig) -> None:
 def quant_ladder(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None = None) -> list[QuantSpec]:
     """The quantizations to try, best quality first. A model published in a low-bit format
     (`native_quant`) starts there: its 16-bit files only widen the small non-expert part."""
-    sel = catalog.rules["memory"]["selection"]
-    key = {"llama.cpp": "gguf", "ollama": "gguf"}.get(runtime.id, runtime.id)
-    ladder = [resolve_quant(catalog, q) for q in sel[key]]
+    sel = catalog.rules.memory.selection
+    ladder = [resolve_quant(catalog, q) for q in sel.ladder[runtime.ladder]]
     native = _native(catalog, runtime, model)
     if native is not None:
         ladder = [native] + [q for q in ladder if q.bits_per_weight < native.bits_per_weight]
@@ -90,16 +91,15 @@ def fallback_quant(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | No
     native = _native(catalog, runtime, model)
     if native is not None:
         return native
-    sel = catalog.rules["memory"]["selection"]
-    key = {"llama.cpp": "gguf", "ollama": "gguf"}.get(runtime.id, runtime.id)
-    return resolve_quant(catalog, sel["fallback"][key])
+    sel = catalog.rules.memory.selection
+    return resolve_quant(catalog, sel.fallback[runtime.ladder])
 
 
 def _native(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None) -> QuantSpec | None:
     if model is None or not model.native_quant:
         return None
     q = resolve_quant(catalog, model.native_quant)
-    return q if runtime.id in q.runtimes else None
+    return q if runtime.loads(q) else None
 
 
 def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) -> Report:
@@ -121,7 +121,7 @@ def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) ->
         if options.quant and resolve_quant(catalog, options.quant).id != loaded.quant.id:
             raise AdvisorError(f"--quant {options.quant}: the file's weights are {loaded.quant.id}",
                                "drop --quant: a model file fixes its quantization")
-        if runtime.id not in loaded.quant.runtimes:
+        if not runtime.loads(loaded.quant):
             raise AdvisorError(f"{runtime.name} does not load {loaded.source} weights",
                                f"use --runtime {loaded.quant.runtimes[0]}")
         layout = replace(loaded.layout, output_bytes=loaded.layout.output_bytes + loaded.other_bytes)
@@ -129,7 +129,7 @@ def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) ->
         quant, chosen = loaded.quant, False
     elif options.quant:
         quant = resolve_quant(catalog, options.quant)
-        if runtime.id not in quant.runtimes:
+        if not runtime.loads(quant):
             raise AdvisorError(f"{runtime.name} does not load {quant.id}",
                                f"runtimes for {quant.id}: {', '.join(quant.runtimes)}")
         placer = Placer(model, quant, runtime, rig, options, rules)
@@ -137,7 +137,7 @@ def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) ->
     else:
         placer = None
         first_running = None
-        reading = float(rules["memory"]["selection"]["reading_tokens_per_s"])
+        reading = float(rules.memory.selection.reading_tokens_per_s)
         for q in quant_ladder(catalog, runtime, model):
             p = Placer(model, q, runtime, rig, options, rules)
             at = p.at(ctx)
@@ -176,7 +176,7 @@ def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) ->
 
 
 def decode_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
-                   rules: dict, options: Options, ctx: int, depth: int, streams: int = 1) -> float:
+                   rules: Rulebook, options: Options, ctx: int, depth: int, streams: int = 1) -> float:
     """Seconds per decode step of `streams` sequences, each with `depth` tokens already in its KV cache.
 
     The placement holds KV cache for `options.concurrency` sequences of `ctx` tokens; a step reads the
@@ -187,21 +187,21 @@ def decode_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
     host_kv = int(placement.host.kv_cache_bytes * share)
     step = spd.decode_step(placement, rig, model, quant, runtime, rules, kv_depth_bytes=kv, streams=streams,
                            host_kv_bytes=host_kv)
-    lt = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams)
+    lt = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, streams)
     return step.total_s + (lt.decode_s if lt else 0.0)
 
 
 def prefill_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
-                    rules: dict, prompt_tokens: int) -> float:
+                    rules: Rulebook, prompt_tokens: int) -> float:
     pre = spd.prefill_time(placement, rig, model, quant, runtime, rules, prompt_tokens)
-    lt = link_times(placement, rig, model, runtime.id, rules, prompt_tokens, 1)
+    lt = link_times(placement, rig, model, runtime, rules, prompt_tokens, 1)
     return pre.total_s + (lt.prefill_s if lt else 0.0)
 
 
 def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
-                   rules: dict, options: Options, ctx: int) -> Speed:
-    err = rules["speed"]["error"]
-    band = (f"usually within ±{err['decode_median_pct']:g}% (decode) and ±{err['prefill_median_pct']:g}% "
+                   rules: Rulebook, options: Options, ctx: int) -> Speed:
+    err = rules.speed.error
+    band = (f"usually within ±{err.decode_median_pct:g}% (decode) and ±{err.prefill_median_pct:g}% "
             f"(prefill) of llama-bench on public measurements")
     if not placement.runs:
         return Speed(None, None, None, None, None, basis="does not run on this rig", error_band=band)
@@ -226,7 +226,7 @@ def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
     basis = (f"decode: bytes read per token over the memory bandwidth of {where} at the achievable fraction "
              f"fitted to public llama-bench results; prefill: 2 x active parameters FLOPs per token over dense "
              f"FP16 tensor throughput at the fitted fraction")
-    if runtime.id not in ("llama.cpp", "ollama"):
+    if not runtime.speed_fitted:
         basis += f" (fitted on llama.cpp; {runtime.name} is assumed to reach the same fractions)"
     if placement.host.weights_bytes and placement.strategy != "layer_split":
         basis += (f"; the part in system RAM is read at {rig.ram_bandwidth_gb_s:g} GB/s "
@@ -237,7 +237,7 @@ def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
 
 
 def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec,
-                         runtime: RuntimeSpec, rules: dict, options: Options, ctx: int) -> Interconnect:
+                         runtime: RuntimeSpec, rules: Rulebook, options: Options, ctx: int) -> Interconnect:
     used = [d for d in placement.devices if d.total_bytes > 0]
     if len(used) < 2:
         why = "one GPU: nothing crosses a GPU-to-GPU link" if rig.gpus else "no GPU: nothing crosses a GPU link"
@@ -249,9 +249,9 @@ def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant
                             "a GPU is not in the catalog: without its bandwidth and throughput the link's share "
                             "of the time cannot be estimated")
     streams = options.concurrency
-    now = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams)
-    nv = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams, mode="nvlink")
-    pcie = link_times(placement, rig, model, runtime.id, rules, options.prompt_tokens, streams, mode="pcie")
+    now = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, streams)
+    nv = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, streams, mode="nvlink")
+    pcie = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, streams, mode="pcie")
     assert now is not None and nv is not None and pcie is not None
     step = spd.decode_step(placement, rig, model, quant, runtime, rules, streams=streams)
     pre = spd.prefill_time(placement, rig, model, quant, runtime, rules, options.prompt_tokens)
@@ -260,15 +260,15 @@ def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant
     pre_pcie, pre_nv = pre.total_s + pcie.prefill_s, pre.total_s + nv.prefill_s
     dec_speedup, pre_speedup = dec_pcie / dec_nv, pre_pcie / pre_nv
     dec_now, pre_now = step.total_s + now.decode_s, pre.total_s + now.prefill_s
-    long_prompt = options.prompt_tokens >= int(rules["interconnect"]["verdict"]["long_prompt_tokens"])
+    long_prompt = options.prompt_tokens >= int(rules.interconnect.verdict.long_prompt_tokens)
     phase = "decode"
     speedup, share = dec_speedup, now.decode_s / dec_now
     if (long_prompt or streams > 1) and pre_speedup > speedup:
         phase, speedup, share = "prefill", pre_speedup, now.prefill_s / pre_now
-    v = rules["interconnect"]["verdict"]
-    if speedup >= float(v["needed_above"]):
+    v = rules.interconnect.verdict
+    if speedup >= float(v.needed_above):
         verdict = "needed"
-    elif speedup >= float(v["helps_above"]):
+    elif speedup >= float(v.helps_above):
         verdict = "helps"
     else:
         verdict = "not_needed"

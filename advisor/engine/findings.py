@@ -124,7 +124,7 @@ def qnt001_chosen(r: Report, c: Catalog) -> Iterator[Finding]:
 def qnt002_steep_loss(r: Report, c: Catalog) -> Iterator[Finding]:
     """QNT002: below the quants where quality loss climbs steeply (KL divergence over the rulebook's
     threshold on Llama 3.1 8B), warn."""
-    steep = float(c.rules["memory"]["selection"]["steep_kld"])
+    steep = float(c.rules.memory.selection.steep_kld)
     if r.quant.kld is not None and r.quant.kld >= steep:
         yield Finding("QNT002", "warning",
                       f"{r.quant.id} loses noticeable quality (KL divergence {r.quant.kld:.3f} vs 16-bit on "
@@ -233,8 +233,8 @@ def nvl004_what_changes_it(r: Report, c: Catalog) -> Iterator[Finding]:
                     "--pipeline-parallel-size N)")
     specs_bridge = all(s.nvlink is not None and s.nvlink.topology == "bridge" for s in specs)
     if specs_bridge and not r.rig.nvlink:
-        bridge = float(c.rules["plan"]["nvlink_bridge_usd"])
-        tips.append(f"an NVLink bridge per pair (about ${bridge:.0f}, {c.rules['plan']['nvlink_bridge_basis']}) "
+        bridge = float(c.rules.plan.nvlink_bridge_usd)
+        tips.append(f"an NVLink bridge per pair (about ${bridge:.0f}, {c.rules.plan.nvlink_bridge_basis}) "
                     f"gives the {r.interconnect.nvlink_speedup:.2f}x above")
     elif not any(s.nvlink for s in specs):
         tips.append(f"these cards have no NVLink connector ({specs[0].name}); the fixes above are the ones available")

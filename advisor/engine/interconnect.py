@@ -12,7 +12,8 @@ from __future__ import annotations
 
 
 from advisor.record import Record, record
-from advisor.catalog.types import ModelSpec
+from advisor.catalog.rulebook import Rulebook
+from advisor.catalog.types import ModelSpec, RuntimeSpec
 from advisor.engine.placement import Placement
 from advisor.engine.rig import Rig
 from advisor.engine.speed import pcie_gb_s
@@ -30,18 +31,18 @@ class Link(Record):
     """In words, e.g. `PCIe 4.0 x8, host-staged (no P2P)`."""
 
 
-def gpu_link(rig: Rig, a: int, b: int, rules: dict, mode: str = "as_is") -> Link:
+def gpu_link(rig: Rig, a: int, b: int, rules: Rulebook, mode: str = "as_is") -> Link:
     """The link between GPUs a and b: as the rig has it, or as if joined by `nvlink`, or over `pcie`."""
-    ic = rules["interconnect"]
+    ic = rules.interconnect
     ga, gb = rig.gpus[a], rig.gpus[b]
     if ga.node != gb.node:  # different machines: the network, whatever the GPUs have inside a box
         net = rig.network or "1gbe"
-        return Link("network", float(ic["network"]["gb_s"][net]), float(ic["network"]["latency_us"][net]),
+        return Link("network", float(ic.network.gb_s[net]), float(ic.network.latency_us[net]),
                     f"the network between machines ({net})")
     if mode == "nvlink" or (mode == "as_is" and rig.nvlinked(a, b)):
         nv = [g.spec.nvlink.gb_s for g in (ga, gb) if g.spec.nvlink] or [112.5]
-        bw = min(nv) / 2 * float(ic["nvlink"]["efficiency"])
-        return Link("nvlink", bw, float(ic["allreduce"]["latency_us"]["nvlink"]), f"NVLink ({min(nv):g} GB/s)")
+        bw = min(nv) / 2 * float(ic.nvlink.efficiency)
+        return Link("nvlink", bw, float(ic.allreduce.latency_us["nvlink"]), f"NVLink ({min(nv):g} GB/s)")
     gen = min(g.pcie_gen or g.spec.pcie_gen or 3 for g in (ga, gb))
     lanes = min(g.pcie_lanes or g.spec.pcie_lanes or 16 for g in (ga, gb))
     bw = pcie_gb_s(gen, lanes, rules)
@@ -49,17 +50,17 @@ def gpu_link(rig: Rig, a: int, b: int, rules: dict, mode: str = "as_is") -> Link
     word = rig.topology[a][b] if rig.topology and a < len(rig.topology) and b < len(rig.topology[a]) else ""
     if word == "SYS":  # across CPU sockets (QPI/UPI): no P2P, and the inter-socket hop halves throughput
         p2p = False
-        bw *= float(ic["pcie"]["chipset_bandwidth_factor"])
+        bw *= float(ic.pcie.chipset_bandwidth_factor)
     if p2p:
-        return Link("pcie_p2p", bw, float(ic["allreduce"]["latency_us"]["pcie_p2p"]),
+        return Link("pcie_p2p", bw, float(ic.allreduce.latency_us["pcie_p2p"]),
                     f"PCIe {gen}.0 x{lanes}, peer-to-peer")
-    return Link("pcie_host", bw * float(ic["pcie"]["host_staged_factor"]),
-                float(ic["allreduce"]["latency_us"]["pcie_host"]),
+    return Link("pcie_host", bw * float(ic.pcie.host_staged_factor),
+                float(ic.allreduce.latency_us["pcie_host"]),
                 f"PCIe {gen}.0 x{lanes}, staged through host memory (no P2P)"
                 + (", across CPU sockets" if word == "SYS" else ""))
 
 
-def slowest_link(rig: Rig, devices: list[int], rules: dict, mode: str = "as_is") -> Link | None:
+def slowest_link(rig: Rig, devices: list[int], rules: Rulebook, mode: str = "as_is") -> Link | None:
     links = [gpu_link(rig, a, b, rules, mode) for i, a in enumerate(devices) for b in devices[i + 1:]]
     if not links:
         return None
@@ -73,7 +74,7 @@ class LinkTimes(Record):
     link: Link
 
 
-def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime_id: str, rules: dict,
+def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime: RuntimeSpec, rules: Rulebook,
                prompt_tokens: int, streams: int, mode: str = "as_is") -> LinkTimes | None:
     """Seconds per decode step and per prompt spent on GPU-to-GPU links (mode: as_is, nvlink, pcie)."""
     used = [i for i, d in enumerate(placement.devices) if d.total_bytes > 0]
@@ -81,21 +82,21 @@ def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime_id: str
         return None
     link = slowest_link(rig, used, rules, mode)
     assert link is not None
-    ic = rules["interconnect"]
+    ic = rules.interconnect
     h = model.hidden_size
     if placement.strategy == "tensor_parallel":
         n = len(used)
         ring = 2 * (n - 1) / n
         per_ar = link.latency_us * 1e-6
-        if runtime_id in ("llama.cpp", "ollama"):
-            per_ar = max(per_ar, float(ic["allreduce"]["llama_cpp_row_sync_us"]) * 1e-6)
+        if runtime.tensor_split == "rows":  # synchronised through the host per matrix, whatever the link
+            per_ar = max(per_ar, float(ic.allreduce.row_split_sync_us) * 1e-6)
         count = 2 * model.layers
         decode = count * (per_ar + ring * h * 2 * streams / (link.gb_s * 1e9))
         prefill = count * (per_ar + ring * h * 2 * prompt_tokens / (link.gb_s * 1e9))
     else:
         boundaries = len(used) - 1
         copy = link.latency_us if link.kind == "network" else \
-            float(ic["pcie"]["copy_latency_us"]["p2p" if link.kind in ("nvlink", "pcie_p2p") else "host_staged"])
+            float(ic.pcie.copy_latency_us["p2p" if link.kind in ("nvlink", "pcie_p2p") else "host_staged"])
         decode = boundaries * (copy * 1e-6 + h * 4 * streams / (link.gb_s * 1e9))
         prefill = boundaries * (copy * 1e-6 + h * 4 * prompt_tokens / (link.gb_s * 1e9))
     return LinkTimes(decode, prefill, link)

@@ -10,6 +10,7 @@ import math
 from functools import lru_cache
 
 from advisor.record import Record, record
+from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import GIB, ModelSpec, QuantSpec, RuntimeSpec
 
 MIB = 1024**2
@@ -77,15 +78,13 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
     )
 
 
-def kv_cells(ctx: int, runtime: RuntimeSpec, rules: dict) -> int:
+def kv_cells(ctx: int, runtime: RuntimeSpec, rules: Rulebook) -> int:
     """KV cache length the runtime allocates for a context of `ctx` tokens."""
-    if runtime.id in ("llama.cpp", "ollama"):
-        pad = int(rules["memory"]["kv_cache"]["llama_cpp_ctx_pad"])
-        return int(math.ceil(ctx / pad) * pad)
-    return ctx
+    pad = runtime.kv_pad_cells
+    return int(math.ceil(ctx / pad) * pad) if pad > 0 else ctx
 
 
-def kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, kv_type: str, rules: dict, sequences: int = 1) -> tuple[int, ...]:
+def kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, kv_type: str, rules: Rulebook, sequences: int = 1) -> tuple[int, ...]:
     """KV cache bytes of each layer for `ctx_cells` tokens in each of `sequences` streams.
 
     Standard attention caches K and V: 2 x kv_heads x head_dim per token (grouped-query attention
@@ -93,7 +92,7 @@ def kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, kv_type: str, rules: di
     qk_rope_head_dim per token (V is read from the same latent). Sliding-window layers hold at most
     the window.
     """
-    elem = float(rules["memory"]["kv_cache"]["bytes_per_element"][kv_type])
+    elem = float(rules.memory.kv_cache.bytes_per_element[kv_type])
     return _kv_bytes_per_layer(model, ctx_cells, elem, sequences)
 
 
@@ -149,7 +148,7 @@ def compute_buffer_bytes(
     ub = min(ubatch or runtime.ubatch, max(ctx_cells, 1))
     heads = model.attention_heads if heads_on_device is None else heads_on_device
     h = model.hidden_size
-    if runtime.id not in ("llama.cpp", "ollama"):
+    if runtime.compute_buffers != "ggml_graph":
         return int(runtime.compute_fixed_mib * MIB) + _torch_activations(model, runtime, ub, ctx_cells, heads,
                                                                           holds_output)
     logits = (model.vocab_size + h) * ub * 4 if holds_output else 0
@@ -174,7 +173,7 @@ def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, ctx_cell
     width = model.moe_intermediate_size * max(model.experts_active, 1) if model.is_moe else model.intermediate_size
     act = ub * (4 * model.hidden_size + 3 * width * share) * 2
     logits = model.vocab_size * ub * 4 if holds_output else 0
-    scores = heads * ctx_cells * ub * 2 if runtime.id == "transformers" else 0
+    scores = heads * ctx_cells * ub * 2 if runtime.eager_attention else 0
     return int(act + logits + scores)
 
 
@@ -182,8 +181,8 @@ def context_bytes(runtime: RuntimeSpec) -> int:
     return int(runtime.context_mib * MIB)
 
 
-def apple_working_set(vram_bytes: int, rules: dict) -> int:
+def apple_working_set(vram_bytes: int, rules: Rulebook) -> int:
     """Metal's recommendedMaxWorkingSetSize for a Mac with this much unified memory."""
-    apple = rules["memory"]["apple"]
-    small = vram_bytes <= apple["small_max_gib"] * GIB
-    return int(vram_bytes * (apple["small_fraction"] if small else apple["large_fraction"]))
+    apple = rules.memory.apple
+    small = vram_bytes <= apple.small_max_gib * GIB
+    return int(vram_bytes * (apple.small_fraction if small else apple.large_fraction))

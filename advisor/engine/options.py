@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from advisor.record import Record, record
 
-RUNTIMES = ("llama.cpp", "ollama", "vllm", "exllamav2", "mlx", "transformers")
 KV_TYPES = ("f16", "q8_0", "q4_0", "fp8")
 SPLITS = ("layer", "tensor")
 WORKLOADS = ("inference", "lora", "qlora", "full-finetune")
@@ -25,7 +24,7 @@ class Options(Record):
     kv_type: str = "f16"
     """KV cache type."""
     runtime: str = "llama.cpp"
-    """Inference runtime."""
+    """Inference runtime id (the contract's default; what each runtime does is in rules/runtimes.toml)."""
     split: str | None = None
     """`layer` or `tensor`; None: the runtime's default."""
     concurrency: int = 1

@@ -15,6 +15,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from advisor.record import Record, record
+from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import GIB, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
 from advisor.engine.options import Options
@@ -112,10 +113,10 @@ def _layer_devices(n_layer: int, n_gpu_layers: int, capacities: tuple[int, ...])
     return tuple(out)
 
 
-def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: dict) -> list[int]:
+def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: Rulebook) -> list[int]:
     """Per GPU: the memory the runtime may use."""
     caps = []
-    reserved = int(float(rules["memory"]["discrete_gpu"]["nvidia_reserved_mib"]) * mem.MIB)
+    reserved = int(float(rules.memory.discrete_gpu.nvidia_reserved_mib) * mem.MIB)
     for g in rig.gpus:
         cap = g.capacity_bytes
         if g.spec.vendor == "nvidia" and not g.spec.unified_memory and g.capacity_basis == "total":
@@ -124,8 +125,8 @@ def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: dict) -> list[int]:
             if g.spec.vendor == "apple":
                 cap = mem.apple_working_set(cap, rules)
             else:
-                uni = rules["memory"]["unified"]
-                reserve = uni["os_reserve_gib"].get(g.spec.id, rules["memory"]["host"]["os_reserve_gib"])
+                uni = rules.memory.unified
+                reserve = uni.os_reserve_gib.get(g.spec.id, rules.memory.host.os_reserve_gib)
                 cap = max(cap - int(reserve * GIB), 0)
         if runtime.gpu_memory_utilization:
             cap = int(cap * runtime.gpu_memory_utilization)
@@ -133,8 +134,8 @@ def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: dict) -> list[int]:
     return caps
 
 
-def host_capacity(rig: Rig, rules: dict) -> int:
-    reserve = int(rules["memory"]["host"]["os_reserve_gib"] * GIB)
+def host_capacity(rig: Rig, rules: Rulebook) -> int:
+    reserve = int(rules.memory.host.os_reserve_gib * GIB)
     if rig.unified:
         # Unified memory: what the GPU holds comes out of the same RAM.
         return max(rig.ram_bytes - reserve, 0)
@@ -145,7 +146,7 @@ class Placer:
     """Places one (model, quant, runtime, options) on one rig; `at(ctx)` gives the placement."""
 
     def __init__(self, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec, rig: Rig,
-                 options: Options, rules: dict, layout: mem.WeightsLayout | None = None) -> None:
+                 options: Options, rules: Rulebook, layout: mem.WeightsLayout | None = None) -> None:
         self.model, self.quant, self.runtime, self.rig = model, quant, runtime, rig
         self.options, self.rules = options, rules
         self.layout = layout or mem.weights_layout(model, quant)
@@ -264,7 +265,7 @@ class Placer:
 
     def _tensor_parallel(self, ctx: int) -> Placement:
         m, n = self.model, len(self.caps)
-        row_split = self.runtime.id in ("llama.cpp", "ollama")  # splits matrix rows: no head constraint
+        row_split = self.runtime.tensor_split == "rows"  # splits matrix rows: no head constraint
         if not row_split and m.attention_heads % n:
             return self._refused(ctx, f"tensor parallel over {n} GPUs needs the {m.attention_heads} attention "
                                       f"heads to divide by {n}")
@@ -274,7 +275,7 @@ class Placer:
         kv_total = sum(self._kv(ctx))
         kv_share = kv_total * max(1 / n, 1 / max(m.kv_heads, 1)) if not m.is_mla else kv_total
         weights = self.layout.total_bytes
-        if self.runtime.id in ("llama.cpp", "ollama"):
+        if row_split:
             # llama.cpp row split: matrices split by rows; KV cache and the rest on the main GPU.
             total_cap = sum(self.caps)
             shares = [weights * c / total_cap for c in self.caps] if total_cap > 0 else [weights / n] * n

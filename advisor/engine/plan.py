@@ -70,7 +70,7 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
               top: int = 5, used: bool = False) -> Plan:
     runtime = check_options(catalog, options)
     quant = resolve_quant(catalog, options.quant) if options.quant else fallback_quant(catalog, runtime, model)
-    if runtime.id not in quant.runtimes:
+    if not runtime.loads(quant):
         from advisor.errors import AdvisorError
 
         raise AdvisorError(f"{runtime.name} does not load {quant.id}", f"runtimes for {quant.id}: {', '.join(quant.runtimes)}")
@@ -83,9 +83,9 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
 
         raise AdvisorError(f"{sum(n for n, _ in owned)} owned GPUs is more than one rig holds",
                            f"use at most {MAX_RIG_GPUS} with --have and --rig together")
-    power_rules = catalog.rules["plan"]
-    kwh = kwh_usd if kwh_usd is not None else float(power_rules["electricity_usd_per_kwh"])
-    bridge = float(power_rules["nvlink_bridge_usd"])
+    power_rules = catalog.rules.plan
+    kwh = kwh_usd if kwh_usd is not None else float(power_rules.electricity_usd_per_kwh)
+    bridge = float(power_rules.nvlink_bridge_usd)
 
     def price(spec: GpuSpec) -> float | None:
         """The user's price, else the catalog's; used-market prices only when asked for (--used)."""
@@ -122,7 +122,7 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
     evaluated = 0
     plain_best: dict[tuple, PlanOption] = {}
     for parts, new, nvlink in candidates:
-        rig = rig_of([s for n, s in parts for _ in range(n)], catalog.rules["memory"]["host"], ram_bytes=ram_bytes,
+        rig = rig_of([s for n, s in parts for _ in range(n)], catalog.rules.memory.host, ram_bytes=ram_bytes,
                      nvlink=nvlink, source="plan")
         placer = Placer(model, quant, runtime, rig, opts, catalog.rules)
         evaluated += 1
@@ -183,5 +183,5 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
                          f"{', '.join(f'{n}x {g}' for n, g in consumer[0].new_gpus)}.")
     return Plan(model=model, quant=quant, context_tokens=ctx, min_tps=min_tps, budget_usd=budget, notes=tuple(notes),
                 options=tuple(kept[:top]), evaluated=evaluated, nvlink_note=note, kwh_usd=kwh,
-                kwh_basis=str(power_rules["electricity_basis"]) if kwh_usd is None else "given with --kwh-price",
+                kwh_basis=str(power_rules.electricity_basis) if kwh_usd is None else "given with --kwh-price",
                 unpriced=unpriced, used=used)

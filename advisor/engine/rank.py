@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from advisor.record import Record, record
+from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import Catalog, ModelSpec
 from advisor.engine.check import evaluate
 from advisor.engine.options import Options
@@ -30,13 +31,13 @@ class Ranked(Record):
 TIER_WORDS = ("near-lossless", "good", "usable", "steep quality loss", "does not fit on the GPUs")
 
 
-def quality_tier(report: Report, rules: dict) -> int:
+def quality_tier(report: Report, rules: Rulebook) -> int:
     if not report.fits:
         return 4
     kld = report.quant.kld
     if kld is None:
         return 1 if report.quant.bits_per_weight >= 4 else 3
-    steep = float(rules["memory"]["selection"]["steep_kld"])
+    steep = float(rules.memory.selection.steep_kld)
     return 0 if kld < 0.01 else 1 if kld < 0.05 else 2 if kld < steep else 3
 
 
@@ -58,8 +59,8 @@ def rank_models(catalog: Catalog, rig: Rig, options: Options, models: list[Model
         out.append(Ranked(m, r, tier, note))
     if rig.is_cpu_only:
         # No GPU: the biggest model that still decodes at reading speed without a steep quality loss.
-        reading = float(catalog.rules["memory"]["selection"]["reading_tokens_per_s"])
-        steep = float(catalog.rules["memory"]["selection"]["steep_kld"])
+        reading = float(catalog.rules.memory.selection.reading_tokens_per_s)
+        steep = float(catalog.rules.memory.selection.steep_kld)
         out.sort(key=lambda x: (not x.report.runs, (x.report.speed.decode_tokens_per_s or 0) < reading,
                                 (x.report.quant.kld or 0) >= steep, -x.model.params_total,
                                 -(x.report.speed.decode_tokens_per_s or 0)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import field
 
 from advisor.record import Record, record
+from advisor.catalog.rulebook import HostRules
 from advisor.catalog.types import GpuSpec
 from advisor.errors import AdvisorError
 
@@ -122,7 +123,7 @@ def nvlink_pairs(specs: list[GpuSpec]) -> tuple[tuple[int, int], ...]:
     return tuple(pairs)
 
 
-def rig_of(specs: list[GpuSpec], host_rules: dict, *, ram_bytes: int, nvlink: bool = False,
+def rig_of(specs: list[GpuSpec], host_rules: HostRules, *, ram_bytes: int, nvlink: bool = False,
            pcie: tuple[int | None, int | None] = (None, None), ram_bandwidth_gb_s: float | None = None,
            source: str = "flags") -> Rig:
     """A rig of catalog GPUs as sold, at their total memory: what `--gpu` flags and `plan` describe.
@@ -140,6 +141,6 @@ def rig_of(specs: list[GpuSpec], host_rules: dict, *, ram_bytes: int, nvlink: bo
     elif ram_bandwidth_gb_s:
         bw, basis = ram_bandwidth_gb_s, "measured or given"
     else:
-        bw, basis = float(host_rules["default_ram_bandwidth_gb_s"]), DEFAULT_RAM_BW_BASIS
+        bw, basis = float(host_rules.default_ram_bandwidth_gb_s), DEFAULT_RAM_BW_BASIS
     return Rig(gpus=gpus, ram_bytes=ram_bytes, ram_bandwidth_gb_s=bw, ram_bandwidth_basis=basis,
                nvlink_pairs=pairs, source=source if specs else "cpu-only")

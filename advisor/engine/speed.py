@@ -17,6 +17,7 @@ from __future__ import annotations
 
 
 from advisor.record import Record, record
+from advisor.catalog.rulebook import FixedCosts, Rulebook
 from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
 from advisor.engine.placement import Placement
@@ -50,14 +51,14 @@ def _lookup(table: dict, key: str, default_key: str = "default") -> float:
     return float(table.get(key, table[default_key]))
 
 
-def decode_efficiency(gpu: GpuSpec, quant: QuantSpec, rules: dict) -> float:
-    s = rules["speed"]["decode"]
-    return _lookup(s["arch_efficiency"], gpu.arch) * _lookup(s["kernel_factor"], quant.kernel)
+def decode_efficiency(gpu: GpuSpec, quant: QuantSpec, rules: Rulebook) -> float:
+    s = rules.speed.decode
+    return _lookup(s.arch_efficiency, gpu.arch) * _lookup(s.kernel_factor, quant.kernel)
 
 
-def prefill_efficiency(gpu: GpuSpec, quant: QuantSpec, rules: dict) -> float:
-    s = rules["speed"]["prefill"]
-    return _lookup(s["arch_efficiency"], gpu.arch) * _lookup(s["kernel_factor"], quant.kernel)
+def prefill_efficiency(gpu: GpuSpec, quant: QuantSpec, rules: Rulebook) -> float:
+    s = rules.speed.prefill
+    return _lookup(s.arch_efficiency, gpu.arch) * _lookup(s.kernel_factor, quant.kernel)
 
 
 def active_fraction(model: ModelSpec) -> float:
@@ -83,7 +84,7 @@ def _active_device_bytes(placement: Placement, layout: mem.WeightsLayout, model:
 
 
 def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
-                rules: dict, kv_depth_bytes: list[int] | None = None, streams: int = 1,
+                rules: Rulebook, kv_depth_bytes: list[int] | None = None, streams: int = 1,
                 host_kv_bytes: int = 0) -> StepTimes:
     """Seconds for one decode step of `streams` sequences.
 
@@ -93,7 +94,7 @@ def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSp
     outgrow the memory time; then it is compute-bound.
     """
     layout = placement.layout or mem.weights_layout(model, quant)
-    s = rules["speed"]["decode"]
+    s = rules.speed.decode
     kv = kv_depth_bytes or [0] * len(placement.devices)
     reads = _active_device_bytes(placement, layout, model)
     gpu_times = []
@@ -118,16 +119,16 @@ def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSp
         if placement.strategy != "cpu_only" and runtime.embeddings_on_host or not model.tied_embeddings:
             host_active -= layout.embed_bytes  # a token reads one row of the input embedding, not all of it
         host_active = max(host_active, 0) + host_kv_bytes
-        host_s = host_active / (rig.ram_bandwidth_gb_s * 1e9 * float(s["cpu_efficiency"]))
+        host_s = host_active / (rig.ram_bandwidth_gb_s * 1e9 * float(s.cpu_efficiency))
     backend = backend_of(rig.gpus[0].spec, runtime) if rig.gpus else "cpu"
-    own = rules["speed"].get("by_runtime", {}).get(runtime.id, {})  # a runtime's own fitted fixed costs
-    per_layer = float(own.get("per_layer_us", _lookup(s["per_layer_us"], backend))) * 1e-6
-    overhead_s = model.layers * per_layer + float(own.get("per_token_us", s["per_token_us"])) * 1e-6
+    own = rules.speed.by_runtime.get(runtime.speed_terms, FixedCosts())  # its own fitted fixed costs
+    per_layer = (own.per_layer_us if own.per_layer_us is not None else _lookup(s.per_layer_us, backend)) * 1e-6
+    overhead_s = model.layers * per_layer + (own.per_token_us if own.per_token_us is not None else s.per_token_us) * 1e-6
     return StepTimes(gpu_s, host_s, overhead_s)
 
 
 def prefill_time(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
-                 rules: dict, prompt_tokens: int) -> StepTimes:
+                 rules: Rulebook, prompt_tokens: int) -> StepTimes:
     """Seconds to process a prompt of `prompt_tokens` tokens.
 
     Each GPU does 2 x (its share of the active parameters) FLOPs per token in matrix products and
@@ -136,16 +137,16 @@ def prefill_time(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantS
     micro-batches; with a layer split llama.cpp pipelines the micro-batches of one batch across
     the GPUs, so they overlap instead of waiting for each other.
     """
-    s = rules["speed"]["prefill"]
+    s = rules.speed.prefill
     layout = placement.layout or mem.weights_layout(model, quant)
     total_w = sum(layout.layer_bytes) + layout.output_bytes
     active_params = model.params_active - model.vocab_size * model.hidden_size  # the embedding is a lookup
     attn_flops = 2 * model.attention_heads * model.head_dim * prompt_tokens ** 2 * model.layers
-    attn_eff = float(s["attention_efficiency"])
+    attn_eff = float(s.attention_efficiency)
     backend = backend_of(rig.gpus[0].spec, runtime) if rig.gpus else "cpu"
-    per_layer = _lookup(s["per_layer_us"], backend) * 1e-6
-    launch = _lookup(rules["speed"]["decode"]["per_layer_us"], backend) * 1e-6
-    step_cost = float(rules["speed"]["decode"]["per_token_us"]) * 1e-6
+    per_layer = _lookup(s.per_layer_us, backend) * 1e-6
+    launch = _lookup(rules.speed.decode.per_layer_us, backend) * 1e-6
+    step_cost = float(rules.speed.decode.per_token_us) * 1e-6
     times = []
     for i, d in enumerate(placement.devices):
         if d.total_bytes == 0:
@@ -166,7 +167,7 @@ def prefill_time(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantS
         gpu_s = max(times, default=0.0)
     elif len(times) > 1:
         n_ub = max(1, -(-prompt_tokens // runtime.ubatch))
-        per_batch = max(1, int(s["pipeline_microbatches"]))
+        per_batch = max(1, int(s.pipeline_microbatches))
         slices = [t / n_ub for t in times]
         gpu_s = 0.0
         for start in range(0, n_ub, per_batch):
@@ -176,7 +177,7 @@ def prefill_time(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantS
         gpu_s = sum(times)
     host_s = 0.0
     if placement.strategy == "cpu_only":
-        host_s = (2 * active_params * prompt_tokens + attn_flops) / (float(s["cpu_gflops"]) * 1e9)
+        host_s = (2 * active_params * prompt_tokens + attn_flops) / (float(s.cpu_gflops) * 1e9)
     elif placement.host.weights_bytes:
         # llama.cpp copies offloaded weights to the GPU for each micro-batch of a large prompt.
         moved = placement.host.weights_bytes - (layout.embed_bytes if runtime.embeddings_on_host else 0)
@@ -187,8 +188,8 @@ def prefill_time(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantS
     return StepTimes(gpu_s, host_s, 0.0)
 
 
-def pcie_gb_s(gen: int | None, lanes: int | None, rules: dict) -> float:
+def pcie_gb_s(gen: int | None, lanes: int | None, rules: Rulebook) -> float:
     """Achievable one-direction PCIe bandwidth for a link, GB/s."""
-    table = rules["interconnect"]["pcie"]
-    per_lane = float(table["per_lane_gb_s"].get(str(gen or 3), table["per_lane_gb_s"]["3"]))
-    return per_lane * (lanes or 16) * float(table["efficiency"])
+    table = rules.interconnect.pcie
+    per_lane = float(table.per_lane_gb_s.get(str(gen or 3), table.per_lane_gb_s["3"]))
+    return per_lane * (lanes or 16) * float(table.efficiency)

@@ -11,6 +11,7 @@ about 1.5x that with the weights; a layer split passes activations at each bound
 
 from __future__ import annotations
 
+from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import Catalog, ModelSpec
 from advisor.engine.interconnect import slowest_link
 from advisor.engine.options import Options
@@ -19,19 +20,19 @@ from advisor.engine.result import Interconnect, Training
 from advisor.engine.rig import Rig
 
 
-def _activation_bytes(model: ModelSpec, options: Options, rules: dict, layers: int) -> int:
-    t = rules["interconnect"]["training"]
+def _activation_bytes(model: ModelSpec, options: Options, rules: Rulebook, layers: int) -> int:
+    t = rules.interconnect.training
     b, s, h = options.batch_size, options.seq_len, model.hidden_size
-    one_layer = b * s * h * float(t["full_act_bytes_per_hidden"]) + \
-        float(t["full_act_heads_factor"]) * model.attention_heads * s * s * b
+    one_layer = b * s * h * float(t.full_act_bytes_per_hidden) + \
+        float(t.full_act_heads_factor) * model.attention_heads * s * s * b
     if options.gradient_checkpointing:
-        return int(layers * b * s * h * float(t["ckpt_bytes_per_hidden"]) + one_layer)
+        return int(layers * b * s * h * float(t.ckpt_bytes_per_hidden) + one_layer)
     return int(layers * one_layer)
 
 
 def estimate_training(catalog: Catalog, rig: Rig, model: ModelSpec, options: Options) -> Training:
     rules = catalog.rules
-    t = rules["interconnect"]["training"]
+    t = rules.interconnect.training
     p = model.params_total
     n = max(len(rig.gpus), 1)
     kind = options.workload
@@ -39,14 +40,15 @@ def estimate_training(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opt
         trainable = p
         weights = p * 2
         grads = p * 2
-        optim = p * (int(t["full_bytes_per_param"]) - 4)
+        optim = p * (int(t.full_bytes_per_param) - 4)
     else:
-        trainable = int(p * float(t["lora_trainable_fraction"]))
+        trainable = int(p * float(t.lora_trainable_fraction))
         bits = 16 if kind == "lora" else catalog.quants["nf4"].bits_per_weight
         weights = int(p * bits / 8)
         grads = trainable * 2
-        optim = trainable * (int(t["full_bytes_per_param"]) - 2)
-    caps = usable_capacity(rig, catalog.runtimes["transformers"], rules) if rig.gpus else [0]
+        optim = trainable * (int(t.full_bytes_per_param) - 2)
+    trainer = next(r for r in catalog.runtimes.values() if r.trains)
+    caps = usable_capacity(rig, trainer, rules) if rig.gpus else [0]
     cap = min(caps)
     acts = _activation_bytes(model, options, rules, model.layers)
     state = weights + grads + optim
@@ -65,7 +67,7 @@ def estimate_training(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opt
         flops_per_token += 2 * model.params_active
     compute = comm = tps = None
     if rig.gpus and all(g.spec.fp16_tflops > 0 for g in rig.gpus):
-        speed = min(g.spec.fp16_tflops for g in rig.gpus) * 1e12 * float(t["mfu"])
+        speed = min(g.spec.fp16_tflops for g in rig.gpus) * 1e12 * float(t.mfu)
         if strategy.startswith("layer split"):
             compute = tokens * flops_per_token / speed  # the GPUs take turns
         else:
@@ -74,14 +76,14 @@ def estimate_training(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opt
         step = compute + comm
         tps = tokens * (1 if strategy.startswith("layer split") or n == 1 else n) / step
     basis = ("memory: 16 B/param for mixed-precision Adam (ZeRO), LoRA adapters at "
-             f"{float(t['lora_trainable_fraction']):.1%} of parameters, activations per Korthikanti et al.; "
-             f"compute at {float(t['mfu']):.0%} of dense FP16 throughput; communication from the slowest link")
+             f"{float(t.lora_trainable_fraction):.1%} of parameters, activations per Korthikanti et al.; "
+             f"compute at {float(t.mfu):.0%} of dense FP16 throughput; communication from the slowest link")
     return Training(workload=kind, strategy=strategy, per_gpu_bytes=int(per_gpu), weights_bytes=int(weights),
                     gradients_bytes=int(grads), optimizer_bytes=int(optim), activations_bytes=int(acts), fits=fits,
                     step_compute_s=compute, step_comm_s=comm, tokens_per_s=tps, basis=basis)
 
 
-def _comm_seconds(rig: Rig, model: ModelSpec, options: Options, strategy: str, trainable: int, rules: dict,
+def _comm_seconds(rig: Rig, model: ModelSpec, options: Options, strategy: str, trainable: int, rules: Rulebook,
                   mode: str) -> float:
     n = len(rig.gpus)
     if n < 2:
@@ -108,14 +110,14 @@ def training_verdict(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opti
     if tr.step_compute_s is None or tr.step_comm_s is None:
         return Interconnect("not_applicable", 0.0, 1.0, "speed of these GPUs is unknown")
     trainable = int(model.params_total * (1 if options.workload == "full-finetune"
-                                          else float(rules["interconnect"]["training"]["lora_trainable_fraction"])))
+                                          else float(rules.interconnect.training.lora_trainable_fraction)))
     nv = _comm_seconds(rig, model, options, tr.strategy, trainable, rules, mode="nvlink")
     pcie = _comm_seconds(rig, model, options, tr.strategy, trainable, rules, mode="pcie")
     without, with_nv = tr.step_compute_s + pcie, tr.step_compute_s + nv
     speedup = without / with_nv
     share = tr.step_comm_s / (tr.step_compute_s + tr.step_comm_s)
-    v = rules["interconnect"]["verdict"]
-    verdict = "needed" if speedup >= float(v["needed_above"]) else "helps" if speedup >= float(v["helps_above"]) \
+    v = rules.interconnect.verdict
+    verdict = "needed" if speedup >= float(v.needed_above) else "helps" if speedup >= float(v.helps_above) \
         else "not_needed"
     have = " (which this rig has)" if rig.nvlink else ""
     summary = (f"{options.workload} with {tr.strategy}: {pcie:.2f} s of each {without:.2f} s step is communication "

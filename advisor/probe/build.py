@@ -43,8 +43,8 @@ def _unknown_spec(gpu: DetectedGpu) -> GpuSpec:
 
 def rig_from_detection(catalog: Catalog, det: Detection, empty: bool = False) -> Rig:
     """A Rig from what a probe found; CPU-only when no GPU was readable."""
-    host = catalog.rules["memory"]["host"]
-    ram = det.system.ram_bytes or int(host["default_ram_gib"] * GIB)
+    host = catalog.rules.memory.host
+    ram = det.system.ram_bytes or int(host.default_ram_gib * GIB)
     bw = det.system.ram_bandwidth_gb_s
     gpus = []
     warnings: list[str] = []  # what changes the rig itself; `advisor detect` shows the probe's own warnings
@@ -95,7 +95,7 @@ def rig_from_detection(catalog: Catalog, det: Detection, empty: bool = False) ->
         p2p = words <= {"OK"} if words else None
     unified = bool(gpus) and gpus[0].spec.unified_memory
     return Rig(gpus=tuple(gpus), ram_bytes=ram, ram_bandwidth_gb_s=bw or (
-        gpus[0].spec.memory_bandwidth_gb_s if unified else float(host["default_ram_bandwidth_gb_s"])),
+        gpus[0].spec.memory_bandwidth_gb_s if unified else float(host.default_ram_bandwidth_gb_s)),
         ram_bandwidth_basis=det.system.ram_bandwidth_basis if bw else DEFAULT_RAM_BW_BASIS,
         nvlink_pairs=tuple(pairs), p2p=p2p, topology=det.topology, cpu=det.system.cpu or "",
         source=det.source if gpus else "cpu-only", warnings=tuple(warnings))

@@ -48,10 +48,10 @@ def rig_from_flags(catalog: Catalog, gpus: list[str], nvlink: bool = False, pcie
     if len({s.unified_memory for s in specs}) > 1 or (specs and specs[0].unified_memory and len(specs) > 1):
         raise AdvisorError("a unified-memory machine cannot share a rig with other GPUs",
                            "describe one machine per rig (several Macs: use a rig file with nodes)")
-    host = catalog.rules["memory"]["host"]
+    host = catalog.rules.memory.host
     if ram is not None:
         ram_bytes = parse_ram(ram)
     else:
-        ram_bytes = default_ram_bytes or int(host["default_ram_gib"] * GIB)
+        ram_bytes = default_ram_bytes or int(host.default_ram_gib * GIB)
     return rig_of(specs, host, ram_bytes=ram_bytes, nvlink=nvlink, pcie=(gen, lanes),
                   ram_bandwidth_gb_s=ram_bandwidth_gb_s)

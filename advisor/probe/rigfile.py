@@ -125,8 +125,8 @@ def rig_from_data(catalog: Catalog, data: dict[str, Any], where: str) -> Rig:
     if unknown:
         raise AdvisorError(f"{where}: unknown table(s) {', '.join(sorted(unknown))}", "a rig file has [rig] and [[gpu]]")
     head: RigHead = _validated(RigHead, data.get("rig", {}), f"{where}: [rig]")
-    host = catalog.rules["memory"]["host"]
-    ram = int((head.ram_gib if head.ram_gib is not None else host["default_ram_gib"]) * GIB)
+    host = catalog.rules.memory.host
+    ram = int((head.ram_gib if head.ram_gib is not None else host.default_ram_gib) * GIB)
     bw = head.ram_bandwidth_gb_s
     gpus: list[RigGpu] = []
     entries = data.get("gpu", [])
@@ -158,7 +158,7 @@ def rig_from_data(catalog: Catalog, data: dict[str, Any], where: str) -> Rig:
     topo = head.topology
     if topo is not None and not (len(topo) == len(gpus) and all(len(r) == len(gpus) for r in topo)):
         raise AdvisorError(f"{where}: topology must be a {len(gpus)}x{len(gpus)} matrix of words")
-    networks = catalog.rules["interconnect"]["network"]["gb_s"]
+    networks = catalog.rules.interconnect.network.gb_s
     network = head.network
     if network and network not in networks:
         raise AdvisorError(f"{where}: unknown network {network!r}", f"use one of: {', '.join(networks)}")
@@ -174,7 +174,7 @@ def rig_from_data(catalog: Catalog, data: dict[str, Any], where: str) -> Rig:
     unified = gpus and gpus[0].spec.unified_memory
     return Rig(gpus=tuple(gpus), ram_bytes=gpus[0].spec.vram_bytes if unified else ram,
                ram_bandwidth_gb_s=bw if bw is not None
-               else (gpus[0].spec.memory_bandwidth_gb_s if unified else float(host["default_ram_bandwidth_gb_s"])),
+               else (gpus[0].spec.memory_bandwidth_gb_s if unified else float(host.default_ram_bandwidth_gb_s)),
                ram_bandwidth_basis="rig file" if bw is not None else DEFAULT_RAM_BW_BASIS,
                nvlink_pairs=tuple(pairs), p2p=head.p2p, topology=topo, cpu=one_line(head.cpu, 200), source="rig-file",
                network=network)

@@ -7,7 +7,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Label, Select
 
 from advisor.catalog.types import Catalog
-from advisor.engine.options import KV_TYPES, RUNTIMES, WORKLOADS, Options
+from advisor.engine.options import KV_TYPES, WORKLOADS, Options
 
 AUTO = "auto"
 CONTEXTS = (2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
@@ -28,13 +28,13 @@ class Controls(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Horizontal(Label("model"), Button(self.model_name, id="model", compact=True), classes="control")
-        yield _row("quant", Select(self._quants("llama.cpp"), value=AUTO, allow_blank=False, compact=True, id="quant"))
+        yield _row("quant", Select(self._quants(Options().runtime), value=AUTO, allow_blank=False, compact=True, id="quant"))
         yield _row("context", Select([(f"{c // 1024}k", c) for c in CONTEXTS], value=8192, allow_blank=False,
                                      compact=True, id="ctx"))
         yield _row("KV cache", Select([(k, k) for k in KV_TYPES], value="f16", allow_blank=False, compact=True,
                                       id="kv"))
-        yield _row("runtime", Select([(r, r) for r in RUNTIMES], value="llama.cpp", allow_blank=False, compact=True,
-                                     id="runtime"))
+        yield _row("runtime", Select([(r, r) for r in self.catalog.runtimes], value=Options().runtime,
+                                     allow_blank=False, compact=True, id="runtime"))
         yield _row("split", Select([(AUTO, AUTO), ("layer", "layer"), ("tensor", "tensor")], value=AUTO,
                                    allow_blank=False, compact=True, id="split"))
         yield _row("streams", Select([(str(n), n) for n in STREAMS], value=1, allow_blank=False, compact=True,
@@ -43,7 +43,8 @@ class Controls(Vertical):
                                       compact=True, id="workload"))
 
     def _quants(self, runtime: str) -> list[tuple[str, str]]:
-        ids = [q.id for q in self.catalog.quants.values() if runtime in q.runtimes]
+        rt = self.catalog.runtimes[runtime]
+        ids = [q.id for q in self.catalog.quants.values() if rt.loads(q)]
         return [("auto", AUTO)] + [(q, q) for q in ids]
 
     def set_model_name(self, name: str) -> None:

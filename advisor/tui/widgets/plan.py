@@ -138,7 +138,7 @@ class PlanView(Vertical):
     def compute(self, seq: int, model: ModelSpec, options: Options, min_tps: float | None, budget: float | None,
                 have: list[tuple[int, str]], skipped: list[str], used: bool) -> None:
         """`advisor plan` for the current model, off the UI thread."""
-        ram = int(self.catalog.rules["plan"]["default_ram_gib"] * GIB)
+        ram = int(self.catalog.rules.plan.default_ram_gib * GIB)
         try:
             plan = make_plan(self.catalog, model, options, min_tps=min_tps, budget=budget, have=have,
                              ram_bytes=ram, top=TOP, used=used)

@@ -1,0 +1,282 @@
+"""The rulebook as typed, frozen records: one class per table of rules/{memory,speed,interconnect,plan}.toml.
+
+The engine reads `rules.memory.host.os_reserve_gib`, never `rules["memory"]["host"][...]`: a misspelt
+or missing key fails when the catalog is validated (pydantic, unknown keys rejected, ranges in
+`advisor.catalog.load.BOUNDS`), not in the middle of an answer. Each value's source is the comment
+above it in the TOML file. Entries (`[[quant]]`, `[[runtime]]`) are `advisor.catalog.types`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import field, fields
+
+from advisor.record import Record, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+_STRICT = {"extra": "forbid", "use_attribute_docstrings": True, "frozen": True}
+
+
+# --- rules/memory.toml -------------------------------------------------------------------------
+
+@record
+class KvCacheRules(Record):
+    __pydantic_config__ = _STRICT
+    bytes_per_element: dict[str, float]
+    """Bytes per cached element of each KV cache type (f16, q8_0, ...)."""
+
+
+@record
+class DiscreteGpuRules(Record):
+    __pydantic_config__ = _STRICT
+    nvidia_reserved_mib: float
+    """Memory the NVIDIA driver reserves on each card before any process runs, MiB."""
+
+
+@record
+class AppleRules(Record):
+    __pydantic_config__ = _STRICT
+    small_fraction: float
+    """Metal's working-set limit as a share of unified memory, up to `small_max_gib`."""
+    large_fraction: float
+    """The same share above `small_max_gib`."""
+    small_max_gib: float
+    """Where the small share ends, GiB."""
+
+
+@record
+class UnifiedRules(Record):
+    __pydantic_config__ = _STRICT
+    os_reserve_gib: dict[str, float]
+    """Per unified-memory machine id: memory the firmware keeps from the GPU, GiB."""
+
+
+@record
+class HostRules(Record):
+    __pydantic_config__ = _STRICT
+    os_reserve_gib: float
+    """System RAM the OS keeps for itself when weights are offloaded, GiB."""
+    default_ram_bandwidth_gb_s: float
+    """RAM bandwidth assumed when nothing better is known, GB/s."""
+    default_ram_gib: float
+    """RAM assumed when nothing says how much there is, GiB."""
+
+
+@record
+class SelectionRules(Record):
+    __pydantic_config__ = _STRICT
+    ladder: dict[str, tuple[str, ...]]
+    """Per runtime ladder (a runtime's `quant_ladder`): the quantizations tried, best quality first."""
+    fallback: dict[str, str]
+    """Per ladder: the quantization shown when none fits."""
+    steep_kld: float
+    """KL divergence above which a quantization's quality loss is flagged as steep."""
+    reading_tokens_per_s: float
+    """Decode speed below which a chat reads slower than a person reads, tokens/s."""
+
+
+@record
+class MemoryRules(Record):
+    __pydantic_config__ = _STRICT
+    kv_cache: KvCacheRules
+    discrete_gpu: DiscreteGpuRules
+    apple: AppleRules
+    unified: UnifiedRules
+    host: HostRules
+    selection: SelectionRules
+
+
+# --- rules/speed.toml ---------------------------------------------------------------------------
+
+@record
+class DecodeRules(Record):
+    __pydantic_config__ = _STRICT
+    arch_efficiency: dict[str, float]
+    """Achievable share of peak memory bandwidth per GPU architecture (`default` for the rest)."""
+    kernel_factor: dict[str, float]
+    """Multiplier per quant kernel class."""
+    per_layer_us: dict[str, float]
+    """Fixed cost per layer per token per backend, microseconds."""
+    per_token_us: float
+    """Fixed cost per token, microseconds."""
+    cpu_efficiency: float
+    """Achievable share of system-RAM bandwidth in CPU matrix-vector products."""
+
+
+@record
+class PrefillRules(Record):
+    __pydantic_config__ = _STRICT
+    arch_efficiency: dict[str, float]
+    """Achievable share of dense FP16 tensor throughput per GPU architecture."""
+    kernel_factor: dict[str, float]
+    """Multiplier per quant kernel class."""
+    per_layer_us: dict[str, float]
+    """Fixed cost per layer per prompt per backend, microseconds."""
+    attention_efficiency: float
+    """Achievable share of dense FP16 throughput in attention without flash attention."""
+    pipeline_microbatches: int
+    """Micro-batches a batch is pipelined in across the GPUs of a layer split."""
+    cpu_gflops: float
+    """CPU-only prompt processing throughput, GFLOP/s."""
+
+
+@record
+class FixedCosts(Record):
+    __pydantic_config__ = _STRICT
+    per_token_us: float | None = None
+    """A runtime's own fitted fixed cost per token, microseconds."""
+    per_layer_us: float | None = None
+    """A runtime's own fitted fixed cost per layer per token, microseconds."""
+
+
+@record
+class ErrorRules(Record):
+    __pydantic_config__ = _STRICT
+    decode_median_pct: float
+    prefill_median_pct: float
+
+
+@record
+class SpeedRules(Record):
+    __pydantic_config__ = _STRICT
+    decode: DecodeRules
+    prefill: PrefillRules
+    error: ErrorRules
+    by_runtime: dict[str, FixedCosts] = field(default_factory=dict)
+    """Runtimes' own fitted fixed costs, by the name a runtime's `speed_terms` gives."""
+
+
+# --- rules/interconnect.toml --------------------------------------------------------------------
+
+@record
+class PcieRules(Record):
+    __pydantic_config__ = _STRICT
+    per_lane_gb_s: dict[str, float]
+    """Payload bandwidth per lane per direction by PCIe generation, GB/s."""
+    efficiency: float
+    """Achievable share of the payload rate."""
+    copy_latency_us: dict[str, float]
+    """One-way latency of a small device-to-device copy (`p2p`, `host_staged`), microseconds."""
+    host_staged_factor: float
+    """Bandwidth share left when transfers are staged through host memory (no P2P)."""
+    chipset_bandwidth_factor: float
+    """Bandwidth share left for a GPU behind the chipset or across CPU sockets."""
+
+
+@record
+class AllreduceRules(Record):
+    __pydantic_config__ = _STRICT
+    latency_us: dict[str, float]
+    """Latency of one small all-reduce per link kind, microseconds."""
+    row_split_sync_us: float
+    """Floor per all-reduce of a row split synchronised through the host (llama.cpp -sm row), microseconds."""
+
+
+@record
+class NvlinkRules(Record):
+    __pydantic_config__ = _STRICT
+    efficiency: float
+    """Achievable share of NVLink bandwidth in all-reduce."""
+
+
+@record
+class NetworkRules(Record):
+    __pydantic_config__ = _STRICT
+    gb_s: dict[str, float]
+    """Bandwidth per direction of links between machines, GB/s."""
+    latency_us: dict[str, float]
+    """Their latency, microseconds."""
+
+
+@record
+class VerdictRules(Record):
+    __pydantic_config__ = _STRICT
+    long_prompt_tokens: int
+    """A prompt at least this long makes prefill the phase that decides the verdict."""
+    helps_above: float
+    """NVLink speedup from which the verdict is `helps`."""
+    needed_above: float
+    """NVLink speedup from which the verdict is `needed`."""
+
+
+@record
+class TrainingRules(Record):
+    __pydantic_config__ = _STRICT
+    full_bytes_per_param: float
+    lora_trainable_fraction: float
+    ckpt_bytes_per_hidden: float
+    full_act_bytes_per_hidden: float
+    full_act_heads_factor: float
+    mfu: float
+
+
+@record
+class InterconnectRules(Record):
+    __pydantic_config__ = _STRICT
+    pcie: PcieRules
+    allreduce: AllreduceRules
+    nvlink: NvlinkRules
+    network: NetworkRules
+    verdict: VerdictRules
+    training: TrainingRules
+
+
+# --- rules/plan.toml ----------------------------------------------------------------------------
+
+@record
+class PlanRules(Record):
+    __pydantic_config__ = _STRICT
+    electricity_usd_per_kwh: float
+    electricity_basis: str
+    nvlink_bridge_usd: float
+    nvlink_bridge_basis: str
+    default_ram_gib: float
+
+
+@record
+class Rulebook(Record):
+    """Every table of the rulebook, by file."""
+
+    __pydantic_config__ = _STRICT
+    memory: MemoryRules
+    speed: SpeedRules
+    interconnect: InterconnectRules
+    plan: PlanRules
+
+
+def build_rulebook(data: dict[str, Any]) -> Rulebook:
+    """Trusted construction from parsed TOML (the built-in files are validated by the test-suite)."""
+    return _build(Rulebook, data)
+
+
+def _build(cls: type, data: dict[str, Any]) -> Any:
+    kwargs = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        value, kind = data[f.name], str(f.type)
+        nested = globals().get(kind)
+        if isinstance(nested, type) and issubclass(nested, Record):
+            value = _build(nested, value)
+        elif kind.startswith("dict[str, ") and isinstance(globals().get(kind[10:-1]), type):
+            value = {k: _build(globals()[kind[10:-1]], v) for k, v in value.items()}
+        elif kind.startswith("dict[str, tuple"):
+            value = {k: tuple(v) for k, v in value.items()}
+        kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def rulebook_to_dict(rulebook: Rulebook) -> dict[str, Any]:
+    """The rulebook as the plain nested dict its TOML files parse to (for fitting scripts that vary it)."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, Record):
+            return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, tuple):
+            return list(value)
+        return value
+
+    return plain(rulebook)
