@@ -97,11 +97,14 @@ def read_toml(path: Path, limit: int = MAX_TOML_BYTES) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise AdvisorError(f"{where}: not a text file (TOML must be UTF-8)", _what_is_it(raw)) from None
+        raise AdvisorError(f"{where}: not a text file (TOML must be UTF-8)", _what_is_it(raw) or "is this the right file?") from None
     try:
         return tomllib.loads(text.removeprefix("\ufeff"))
     except tomllib.TOMLDecodeError as exc:
-        raise AdvisorError(f"{where}: malformed TOML: {exc}", _what_is_it(raw) or "fix the file or remove it") from None
+        other = _what_is_it(raw)
+        if other:
+            raise AdvisorError(f"{where}: not a TOML file: {other}") from None
+        raise AdvisorError(f"{where}: malformed TOML: {exc}", "fix the file or remove it") from None
     except RecursionError:
         raise AdvisorError(f"{where}: nested too deeply to be a catalog or rig file", "fix the file or remove it") from None
 
