@@ -9,6 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
 from advisor.errors import AdvisorError
 
 EXIT_USAGE = 2
@@ -22,7 +26,7 @@ def make_app(args: argparse.Namespace):
     from advisor.probe.build import build_rig
     from advisor.probe.flags import parse_ram
 
-    from advisor.cli import model_from_arg
+    from advisor.commands.args import model_from_arg
 
     catalog = load_catalog()
     ref = model_from_arg(args.model) if args.model else None
@@ -42,9 +46,10 @@ def make_app(args: argparse.Namespace):
     return AdvisorApp(catalog, model=model, rig=rig, ram=args.ram, empty=args.empty, loaded=loaded)
 
 
-def run_app(args: argparse.Namespace) -> int:
+def run_app(args: argparse.Namespace, headless: Callable[[list[str]], int]) -> int:
+    """The app in a terminal; elsewhere `headless` (the CLI's main) answers the same question in text."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return _headless(args)
+        return _headless(args, headless)
     try:
         app = make_app(args)
     except AdvisorError as exc:
@@ -54,13 +59,11 @@ def run_app(args: argparse.Namespace) -> int:
     return 0
 
 
-def _headless(args: argparse.Namespace) -> int:
+def _headless(args: argparse.Namespace, main: Callable[[list[str]], int]) -> int:
     """Not a terminal (a pipe, a script, CI): answer in text instead of starting the app.
 
     With a MODEL that is `advisor check MODEL`, without one `advisor fit`, on the same rig options.
     """
-    from advisor.cli import main
-
     rig = [*(f"--gpu={g}" for g in args.gpu), *(["--nvlink"] if args.nvlink else []),
            *([f"--pcie={args.pcie}"] if args.pcie else []), *([f"--ram={args.ram}"] if args.ram else []),
            *([f"--rig={args.rig}"] if args.rig else []), *(["--empty"] if args.empty else [])]

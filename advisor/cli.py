@@ -1,24 +1,35 @@
-"""The headless front end: `advisor check|fit|plan|detect|models|gpus|catalog`, and the app launcher.
+"""The headless front end: the argument parser, one dispatch table to `advisor.commands`, and main().
 
-stdout is data (text, markdown or JSON); diagnostics go to stderr. Exit codes are API:
-0 yes, 1 no, 2 bad input (one line on stderr), 130 interrupted. Nothing here imports textual:
-`advisor` with no command imports the app lazily.
+stdout is data (text, markdown or JSON, written by `advisor.commands.output`); diagnostics go to
+stderr. Exit codes are API: 0 yes, 1 no, 2 bad input (one line on stderr), 130 interrupted. Nothing
+here imports textual: `advisor` with no command imports the app lazily.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import sys
 from pathlib import Path
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster start)
 if TYPE_CHECKING:
     from typing import Any, Sequence
 
-from advisor.errors import AdvisorError, one_line, terminal_safe
+from advisor.commands.output import EXIT_INTERRUPT, EXIT_USAGE, EXIT_YES, say
+from advisor.errors import AdvisorError, one_line
 
-COMMANDS = ("check", "fit", "plan", "detect", "models", "gpus", "catalog")
-EXIT_YES, EXIT_NO, EXIT_USAGE, EXIT_INTERRUPT = 0, 1, 2, 130
+COMMANDS: dict[str, str] = {
+    "check": "advisor.commands.check:cmd_check",
+    "fit": "advisor.commands.fit:cmd_fit",
+    "plan": "advisor.commands.plan:cmd_plan",
+    "detect": "advisor.commands.detect:cmd_detect",
+    "models": "advisor.commands.catalog:cmd_list",
+    "gpus": "advisor.commands.catalog:cmd_list",
+    "runtimes": "advisor.commands.catalog:cmd_list",
+    "rules": "advisor.commands.catalog:cmd_rules",
+    "catalog": "advisor.commands.catalog:cmd_catalog",
+}
+"""Each command and its handler (imported only when that command runs: a faster start)."""
 
 EPILOG = """\
 examples:
@@ -29,6 +40,7 @@ examples:
   advisor plan llama-3.1-70b --quant Q4_K_M --min-tps 10     cheapest rigs that reach the target
   advisor detect --save my-rig.toml                         capture this machine as a rig file
   advisor models llama / advisor gpus 3090                  search the catalog
+  advisor runtimes / advisor rules                          runtimes and what each does; rule codes
 
 exit codes: 0 yes (fits / found), 1 no, 2 bad input, 130 interrupted.
 Rig: --gpu SPEC (repeatable, [Nx]GPU_ID), --rig FILE, or the detected local GPUs (CPU-only when none).
@@ -125,11 +137,17 @@ def build_parser(only: str | None = None) -> Parser:
         _plan_parser(sub)
     if want("detect"):
         _detect_parser(sub)
-    for name, what in (("models", "LLMs"), ("gpus", "GPUs and unified-memory machines")):
+    for name, what in (("models", "LLMs"), ("gpus", "GPUs and unified-memory machines"),
+                       ("runtimes", "inference runtimes (rules/runtimes.toml and yours)")):
         if want(name):
             p = sub.add_parser(name, help=f"the catalog's {what}", description=f"List or search the catalog's {what}.")
             p.add_argument("query", nargs="?", help="filter by id, name or alias (substring)")
             _output_args(p)
+    if want("rules"):
+        p = sub.add_parser("rules", help="the rule codes findings carry (FIT001, NVL001, ...), with what each checks",
+                           description="Every rule the findings come from, in the order they are shown.")
+        p.add_argument("query", nargs="?", help="only codes containing this (e.g. NVL)")
+        _output_args(p)
     if want("catalog"):
         _catalog_parser(sub)
     return parser
@@ -198,165 +216,9 @@ def _catalog_parser(sub) -> None:
     _output_args(p)
 
 
-def _fmt(args: argparse.Namespace) -> str:
-    return "json" if getattr(args, "json", False) else (getattr(args, "format", None) or "text")
-
-
-def _emit(text: str) -> None:
-    text = terminal_safe(text, keep_color=sys.stdout.isatty())
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-
-
-def _emit_text(args: argparse.Namespace, title: str, text: str) -> None:
-    """Plain text, or for --format markdown the same under a heading in a fenced block."""
-    _emit(f"## {title}\n\n```\n{text.rstrip()}\n```" if _fmt(args) == "markdown" else text)
-
-
-def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]], markdown: bool = False) -> str:
-    """Columns for a terminal (first and last left-aligned, numbers right-aligned), or a markdown table."""
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        return "\n".join(lines + ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows])
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    last = len(header) - 1
-    return "\n".join("  ".join(c.ljust(w) if i in (0, last) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-                     .rstrip() for r in [header, *rows])
-
-
-def _emit_json(obj: Any) -> None:
-    _emit(json.dumps(obj, indent=2, ensure_ascii=False))
-
-
-def options_from(args: argparse.Namespace):
-    from advisor.engine.options import Options
-
-    return Options(quant=args.quant, ctx=args.ctx, prompt_tokens=args.prompt_tokens, kv_type=args.kv_cache.lower(),
-                   runtime=args.runtime.lower(), split=args.split, concurrency=args.concurrency,
-                   workload=args.workload.lower(), flash_attention=args.flash_attn,
-                   batch_size=args.batch_size, seq_len=args.seq_len)
-
-
-def rig_from_args(args: argparse.Namespace, catalog):
-    from advisor.probe.build import build_rig
-
-    return build_rig(catalog, gpus=args.gpu, nvlink=args.nvlink, pcie=args.pcie, ram=args.ram,
-                     rig_file=args.rig, empty=args.empty)
-
-
-def model_from_arg(text: str):
-    """A catalog id/name stays a string; a file, folder, `ollama:` or `hf:` reference is read."""
-    import os
-
-    if not (text.startswith(("ollama:", "hf:")) or text.endswith((".gguf", ".json", ".safetensors"))
-            or os.path.exists(os.path.expanduser(text))):
-        return text  # the common case: no need to import the file readers
-    from advisor.modelfile import read_model
-
-    return read_model(text)
-
-
-def cmd_check(args: argparse.Namespace) -> int:
-    from advisor.catalog.load import load_catalog
-    from advisor.engine.check import evaluate
-
-    catalog = load_catalog()
-    rig = rig_from_args(args, catalog)
-    report = evaluate(catalog, rig, model_from_arg(args.model), options_from(args))
-    fmt = _fmt(args)
-    if fmt == "json":
-        from advisor.report.jsonout import check_json
-
-        _emit_json(check_json(report))
-    elif fmt == "markdown":
-        from advisor.report.text import render_markdown
-
-        _emit(render_markdown(report))
-    else:
-        from advisor.report.text import render_text, use_color
-
-        _emit(render_text(report, color=use_color()))
-    return EXIT_YES if report.fits else EXIT_NO
-
-
-def cmd_catalog_list(args: argparse.Namespace) -> int:
-    from advisor.catalog.load import as_dict, load_catalog
-    from advisor.catalog.resolve import normal
-
-    catalog = load_catalog()
-    entries = catalog.models if args.command == "models" else catalog.gpus
-    rows = list(entries.values())
-    if args.query:
-        q = "-" + normal(args.query)  # match from a word boundary: "m2" finds the M2s, not "sxm2"
-        rows = [e for e in rows if any(q in "-" + normal(n) for n in (e.id, e.name, *e.aliases))]
-    if _fmt(args) == "json":
-        out = []
-        for e in rows:
-            d = as_dict(e)
-            if args.command == "gpus":
-                d.update(vram_bytes=e.vram_bytes, nvlink_gb_s=e.nvlink_gb_s,
-                         price_usd=e.price.usd if e.price else None)
-            out.append(d)
-        _emit_json(out)
-    else:
-        from advisor.catalog.types import GIB
-
-        if args.command == "models":
-            header = ("id", "params", "active", "layers", "ctx", "name")
-            table = [(m.id, f"{m.params_total / 1e9:.1f}B", f"{m.params_active / 1e9:.1f}B", str(m.layers),
-                      str(m.max_context), m.name) for m in rows]
-        else:
-            header = ("id", "memory", "GB/s", "TFLOPS", "link", "price", "name")
-            table = [(g.id, f"{g.vram_bytes / GIB:.0f}GB", f"{g.memory_bandwidth_gb_s:.0f}", f"{g.fp16_tflops:.1f}",
-                      f"NVL{g.nvlink.generation}" if g.nvlink else (f"PCIe{g.pcie_gen}x{g.pcie_lanes}" if g.pcie_gen else "SoC"),
-                      (f"${g.price.usd:,.0f}" + (" used" if g.price.condition == "used" else "")) if g.price else "—",
-                      g.name) for g in rows]
-        _emit(format_table(header, table, markdown=_fmt(args) == "markdown"))
-    return EXIT_YES if rows else EXIT_NO
-
-
-def cmd_catalog(args: argparse.Namespace) -> int:
-    from advisor.catalog import load
-
-    if args.action == "path":
-        folder = load.user_dir()
-        if _fmt(args) == "json":
-            db, rules = load.builtin_dirs()
-            _emit_json({"user_dir": str(folder), "builtin_hardware_db": str(db), "builtin_rules": str(rules)})
-        else:
-            _emit(f"{folder}\n(put *.toml files with [[gpu]], [[model]], [[quant]], [[runtime]] or [[preset]] "
-                  f"tables there; entries override the built-in ones by id; set $ADVISOR_CONFIG_DIR to move it)")
-        return EXIT_YES
-    if args.action == "schema":
-        _emit_json(load.schemas())
-        return EXIT_YES
-    problems = load.validate_all()
-    if _fmt(args) == "json":
-        _emit_json({"ok": not problems, "problems": problems})
-    else:
-        _emit("\n".join(problems) if problems else "catalog OK: built-in and user files validate")
-    return EXIT_NO if problems else EXIT_YES
-
-
 def dispatch(args: argparse.Namespace) -> int:
-    if args.command == "check":
-        return cmd_check(args)
-    if args.command in ("models", "gpus"):
-        return cmd_catalog_list(args)
-    if args.command == "catalog":
-        return cmd_catalog(args)
-    if args.command == "detect":
-        from advisor.commands.detect import cmd_detect
-
-        return cmd_detect(args)
-    if args.command == "fit":
-        from advisor.commands.fit import cmd_fit
-
-        return cmd_fit(args)
-    if args.command == "plan":
-        from advisor.commands.plan import cmd_plan
-
-        return cmd_plan(args)
-    raise AssertionError(args.command)
+    module, _, name = COMMANDS[args.command].partition(":")
+    return getattr(importlib.import_module(module), name)(args)
 
 
 def app_parser() -> Parser:
@@ -375,20 +237,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at interpreter exit
         return code
     except AdvisorError as exc:
-        _say(f"advisor: {exc}")
+        say(f"advisor: {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        _say("advisor: interrupted")
+        say("advisor: interrupted")
         return EXIT_INTERRUPT
     except BrokenPipeError:  # the reader went away (`advisor gpus | head -1`): nothing left to say
         _silence_stdout()
         return EXIT_YES
     except OSError as exc:  # a file named on the command line that cannot be read or written
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        _say(f"advisor: {one_line(where + str(exc.strerror or exc))}")
+        say(f"advisor: {one_line(where + str(exc.strerror or exc))}")
         return EXIT_USAGE
     except RecursionError:
-        _say("advisor: input nested too deeply to be real")
+        say("advisor: input nested too deeply to be real")
         return EXIT_USAGE
 
 
@@ -400,7 +262,7 @@ def _run(argv: list[str]) -> int:
     args = app_parser().parse_args(argv)
     from advisor.app_entry import run_app
 
-    return run_app(args)
+    return run_app(args, headless=main)
 
 
 def _prepare_streams() -> None:
@@ -417,16 +279,6 @@ def _prepare_streams() -> None:
                 stream.reconfigure(errors="replace")
             except (ValueError, OSError):
                 pass
-
-
-def _say(line: str) -> None:
-    """One line on stderr, if there is a stderr to write to."""
-    try:
-        if sys.stderr is not None:
-            sys.stderr.write(line + "\n")
-            sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
 
 
 def _silence_stdout() -> None:

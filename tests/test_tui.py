@@ -297,7 +297,9 @@ def _args(**kw) -> argparse.Namespace:
 def test_bad_input_is_exit_2_before_the_ui(kw, words, capsys):
     from advisor.app_entry import run_app
 
-    assert run_app(_args(**kw)) == 2
+    from advisor.cli import main as cli_main
+
+    assert run_app(_args(**kw), headless=cli_main) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err
 
@@ -338,3 +340,27 @@ def test_the_app_never_imports_nvml():
             "print('pynvml' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@run
+async def test_export_on_fit_and_plan_tabs_writes_what_the_cli_prints(catalog, tmp_path, monkeypatch, capsys):
+    """One document per answer: the app's export of Fit and Plan is `advisor fit|plan`'s own output."""
+    from advisor.cli import main as cli_main
+
+    monkeypatch.chdir(tmp_path)
+    app = make_app(catalog)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f")
+        await settle(pilot)
+        await pilot.press("e", "E")
+        await pilot.press("p")
+        await settle(pilot)
+        await pilot.press("e", "E")
+        await pilot.pause()
+    capsys.readouterr()
+    for name, argv in (("advisor-fit", ["fit", "--gpu", "2xrtx-3090", "--ram", "64"]),
+                       ("advisor-plan-llama-3.1-70b", ["plan", "llama-3.1-70b", "--have", "2xrtx-3090",
+                                                       "--min-tps", "10", "--ram", "64"])):
+        for fmt, ext in (("markdown", "md"), ("json", "json")):
+            cli_main([*argv, "--format", fmt])
+            assert (tmp_path / f"{name}.{ext}").read_text(encoding="utf-8") == capsys.readouterr().out, (name, fmt)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from advisor.cli import EXIT_YES, _emit_json, _emit_text, _fmt
+from advisor.commands.output import EXIT_YES, emit_json, emit_text, fmt_of
 
 
 def _read_from(path, catalog):
@@ -55,8 +55,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
         save_rig(catalog, args.save, rig_from_detection(catalog, det), name=f"saved by advisor detect from {det.source}",
                  source=args.source)
-    if _fmt(args) == "json":
-        _emit_json(det.to_json(catalog_id=lambda name: ids.get(name)))
+    if fmt_of(args) == "json":
+        emit_json(det.to_json(catalog_id=lambda name: ids.get(name)))
     else:
         lines = [f"source: {det.source}" + (f" · driver {det.driver_version}" if det.driver_version else "")
                  + (f" · CUDA {det.cuda_version}" if det.cuda_version else "")]
@@ -86,6 +86,6 @@ def cmd_detect(args: argparse.Namespace) -> int:
         lines += [f"warning: {w}" for w in det.warnings]
         if args.save is not None:
             lines.append(f"saved the rig to {args.save} (edit it freely; use it with --rig)")
-        _emit_text(args, "advisor detect", "\n".join(lines))
+        emit_text(args, "advisor detect", "\n".join(lines))
     # Reading the machine is the answer, GPUs or not: a machine without one is a result, not an error.
     return EXIT_YES

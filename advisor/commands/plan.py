@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from advisor.cli import EXIT_NO, EXIT_YES, _emit_json, _emit_text, _fmt, options_from
+from advisor.commands.args import options_from
+from advisor.commands.output import EXIT_NO, EXIT_YES, emit_doc
 from advisor.errors import AdvisorError
-
-
-def _spec_words(parts) -> list[str]:
-    return [f"{n}x{g}" if n > 1 else g for n, g in parts]
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -19,6 +16,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from advisor.engine.plan import make_plan
     from advisor.probe.flags import parse_ram
     from advisor.numbers import parse_float
+    from advisor.report.plan import plan_doc
 
     catalog = load_catalog()
     model = catalog.models[resolve(catalog.models, args.model, "model")]
@@ -45,42 +43,5 @@ def cmd_plan(args: argparse.Namespace) -> int:
     ram = parse_ram(args.ram) if args.ram else (rig_ram or int(catalog.rules.plan.default_ram_gib * GIB))
     plan = make_plan(catalog, model, options_from(args), min_tps=args.min_tps, budget=args.budget, have=have,
                      prices=prices, ram_bytes=ram, kwh_usd=args.kwh_price, top=args.top, used=args.used)
-    if _fmt(args) == "json":
-        _emit_json({
-            "target": {"model": model.id, "quant": plan.quant.id, "context_tokens": plan.context_tokens,
-                       "min_tokens_per_s": plan.min_tps, "budget_usd": plan.budget_usd,
-                       "have": _spec_words(have), "used_prices": plan.used},
-            "options": [{"gpus": _spec_words(o.gpus), "new_gpus": _spec_words(o.new_gpus), "price_usd": o.price_usd,
-                         "decode_tokens_per_s": o.decode_tokens_per_s, "prefill_tokens_per_s": o.prefill_tokens_per_s,
-                         "fits": True, "nvlink": o.nvlink, "headroom_bytes": o.headroom_bytes, "power_w": o.power_w,
-                         "usd_per_million_tokens": o.usd_per_million_tokens, "strategy": o.strategy, "why": o.why}
-                        for o in plan.options],
-            "nvlink_note": plan.nvlink_note,
-            "notes": list(plan.notes),
-            "rigs_evaluated": plan.evaluated,
-            "electricity": {"usd_per_kwh": plan.kwh_usd, "basis": plan.kwh_basis},
-            "unpriced_gpus": list(plan.unpriced),
-        })
-    else:
-        target = f"{model.name} at {plan.quant.id}, {plan.context_tokens:,} context"
-        if plan.min_tps:
-            target += f", at least {plan.min_tps:g} tok/s"
-        if plan.budget_usd:
-            target += f", within ${plan.budget_usd:,.0f}"
-        lines = [f"Cheapest rigs for {target}" + (f" (you have: {', '.join(_spec_words(have))})" if have else ""), ""]
-        if not plan.options:
-            lines.append("  nothing in the catalog reaches this target" + (" within the budget" if plan.budget_usd else ""))
-        for i, o in enumerate(plan.options, 1):
-            buy = ", ".join(_spec_words(o.new_gpus)) or "nothing (what you have)"
-            lines.append(f"  {i}. ${o.price_usd:,.0f}  buy {buy}{' + NVLink bridge' if o.nvlink else ''}")
-            lines.append(f"     {o.why}; prefill {o.prefill_tokens_per_s:,.0f} tok/s; {o.power_w:,.0f} W board power, "
-                         f"${o.usd_per_million_tokens:.2f} electricity per million tokens")
-        lines += ["", plan.nvlink_note, *plan.notes,
-                  f"{plan.evaluated} rigs evaluated; prices are new/list prices from hardware_db"
-                  + (" and used-market prices (--used)" if plan.used else " (--used adds used-market prices)")
-                  + f"; electricity at ${plan.kwh_usd}/kWh ({plan.kwh_basis})."]
-        if plan.unpriced:
-            lines.append(f"Left out for lack of a price: {', '.join(plan.unpriced[:12])}"
-                         + (" ..." if len(plan.unpriced) > 12 else "") + " (--price ID=USD adds one).")
-        _emit_text(args, f"advisor plan {model.id}", "\n".join(lines))
+    emit_doc(args, plan_doc(plan, have))
     return EXIT_YES if plan.options else EXIT_NO

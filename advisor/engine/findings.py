@@ -1,19 +1,52 @@
 """The rules: each a small function with a stable code that turns a Report into findings.
 
-A rule's docstring says what it checks and why; its thresholds live in rules/*.toml. `RULES`
-lists them in the order their findings are shown. Adding a rule is adding one function here.
+`@rule("CODE")` registers a function under its code, once: the function yields (severity, message)
+pairs and `run_rules` makes them Findings with that code. The docstring says what it checks and why
+(`advisor rules` lists them); thresholds live in rules/*.toml. Findings are shown in the order the
+rules are defined here. Adding a rule is adding one decorated function.
 """
 
 from __future__ import annotations
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster start)
 if TYPE_CHECKING:
-    from typing import Callable, Iterator  # noqa: F401 - the Rule alias below names them
+    from typing import Callable, Iterator  # noqa: F401 - annotations name them
 
+from advisor.record import Record, record
 from advisor.catalog.types import GIB, Catalog
 from advisor.engine.result import Finding, Report
 
-Rule = "Callable[[Report, Catalog], Iterator[Finding]]"
+Said = "tuple[str, str]"
+"""What a rule yields: (severity, message); severity is `info`, `warning` or `error`."""
+
+
+@record
+class RuleDef(Record):
+    code: str
+    """Stable code, e.g. `FIT001`."""
+    check: Callable[[Report, Catalog], Iterator[tuple[str, str]]]
+    """The function: yields (severity, message) pairs for a report."""
+
+    @property
+    def summary(self) -> str:
+        """What it checks, from the function's docstring."""
+        return " ".join((self.check.__doc__ or "").split())
+
+
+REGISTRY: list[RuleDef] = []
+"""Every rule, in the order their findings are shown."""
+
+
+def rule(code: str) -> Callable:
+    """Register a rule function under its code (declared here, once)."""
+    if any(d.code == code for d in REGISTRY):
+        raise ValueError(f"rule code {code} is registered twice")
+
+    def register(fn: Callable) -> Callable:
+        REGISTRY.append(RuleDef(code, fn))
+        return fn
+
+    return register
 
 
 def gib(n: float) -> str:
@@ -29,8 +62,9 @@ def ktok(n: int) -> str:
     return f"{int(n / 1024 * 10) / 10:g}k"
 
 
-def fit001_fits(r: Report, c: Catalog) -> Iterator[Finding]:
-    """FIT001: it fits fully on the GPUs; say with how much to spare and the context it allows."""
+@rule("FIT001")
+def fit001_fits(r: Report, c: Catalog) -> Iterator[Said]:
+    """It fits fully on the GPUs; say with how much to spare and the context it allows."""
     p = r.placement
     if not p.fits:
         return
@@ -45,11 +79,12 @@ def fit001_fits(r: Report, c: Catalog) -> Iterator[Finding]:
         q8 = Placer(r.model, r.quant, r.runtime, r.rig, _r(r.options, kv_type="q8_0"), c.rules).max_context()
         if q8 > r.max_context_tokens:
             msg += f", {ktok(q8)} with q8_0"
-    yield Finding("FIT001", "info", msg + ".")
+    yield ("info", msg + ".")
 
 
-def fit002_does_not_fit(r: Report, c: Catalog) -> Iterator[Finding]:
-    """FIT002: it does not fit on the GPUs: say by how much, and what would make it fit."""
+@rule("FIT002")
+def fit002_does_not_fit(r: Report, c: Catalog) -> Iterator[Said]:
+    """It does not fit on the GPUs: say by how much, and what would make it fit."""
     p = r.placement
     if p.fits or r.rig.is_cpu_only:
         return
@@ -58,26 +93,28 @@ def fit002_does_not_fit(r: Report, c: Catalog) -> Iterator[Finding]:
     if p.strategy in ("cpu_offload", "moe_offload") and p.runs:
         where = (f"{p.cpu_expert_layers} layers' experts" if p.strategy == "moe_offload"
                  else f"{r.model.layers - p.gpu_layers} of {r.model.layers} layers")
-        yield Finding("FIT002", "warning",
+        yield ("warning",
                       f"does not fit in GPU memory ({gib(need)} needed, {gib(have)} usable): {where} "
                       f"run from system RAM ({gib(p.host.weights_bytes)}), which is much slower.")
     elif p.problem:
-        yield Finding("FIT002", "error", f"does not run: {p.problem}.")
+        yield ("error", f"does not run: {p.problem}.")
     else:
-        yield Finding("FIT002", "error", f"does not fit: needs about {gib(need)}, the GPUs offer {gib(have)}.")
+        yield ("error", f"does not fit: needs about {gib(need)}, the GPUs offer {gib(have)}.")
 
 
-def fit003_cpu_only(r: Report, c: Catalog) -> Iterator[Finding]:
-    """FIT003: no GPU in the rig: the answer is for system RAM alone."""
+@rule("FIT003")
+def fit003_cpu_only(r: Report, c: Catalog) -> Iterator[Said]:
+    """No GPU in the rig: the answer is for system RAM alone."""
     if r.rig.is_cpu_only:
         state = "runs" if r.runs else "does not run"
-        yield Finding("FIT003", "warning" if r.runs else "error",
+        yield ("warning" if r.runs else "error",
                       f"no GPU in this rig: it {state} on the CPU from system RAM "
                       f"({gib(r.placement.host.total_bytes)} needed, {gib(r.placement.host.capacity_bytes)} usable).")
 
 
-def fit004_uneven_split(r: Report, c: Catalog) -> Iterator[Finding]:
-    """FIT004: a layer split leaves one GPU over capacity while another has room (llama.cpp splits by
+@rule("FIT004")
+def fit004_uneven_split(r: Report, c: Catalog) -> Iterator[Said]:
+    """A layer split leaves one GPU over capacity while another has room (llama.cpp splits by
     free memory and does not rebalance); suggest --tensor-split."""
     p = r.placement
     if p.strategy != "layer_split" or p.fits:
@@ -85,28 +122,31 @@ def fit004_uneven_split(r: Report, c: Catalog) -> Iterator[Finding]:
     over = [d for d in p.devices if not d.fits]
     room = [d for d in p.devices if d.free_bytes > 0]
     if over and room and sum(d.free_bytes for d in p.devices) >= 0:
-        yield Finding("FIT004", "warning",
+        yield ("warning",
                       f"{', '.join(d.device for d in over)} overflows while {', '.join(d.device for d in room)} "
                       f"has room: llama.cpp splits by free memory; set --tensor-split by hand to rebalance.")
 
 
-def ctx001_capped(r: Report, c: Catalog) -> Iterator[Finding]:
-    """CTX001: the asked context exceeds the model's maximum: it was capped."""
+@rule("CTX001")
+def ctx001_capped(r: Report, c: Catalog) -> Iterator[Said]:
+    """The asked context exceeds the model's maximum: it was capped."""
     if r.options.ctx and r.options.ctx > r.model.max_context:
-        yield Finding("CTX001", "warning",
+        yield ("warning",
                       f"--ctx {r.options.ctx} is beyond {r.model.name}'s maximum of {r.model.max_context}; "
                       f"using {r.model.max_context}.")
 
 
-def ctx002_context_limited(r: Report, c: Catalog) -> Iterator[Finding]:
-    """CTX002: it fits, but not at the model's full context: say the most that fits."""
+@rule("CTX002")
+def ctx002_context_limited(r: Report, c: Catalog) -> Iterator[Said]:
+    """It fits, but not at the model's full context: say the most that fits."""
     if r.runs and not r.fits and r.max_context_tokens:
-        yield Finding("CTX002", "info",
+        yield ("info",
                       f"it would fit fully on the GPUs at up to {ktok(r.max_context_tokens)} tokens of context.")
 
 
-def qnt001_chosen(r: Report, c: Catalog) -> Iterator[Finding]:
-    """QNT001: say which quantization the advisor chose when none was given, and why."""
+@rule("QNT001")
+def qnt001_chosen(r: Report, c: Catalog) -> Iterator[Said]:
+    """Say which quantization the advisor chose when none was given, and why."""
     if not r.quant_chosen:
         return
     if r.fits:
@@ -118,21 +158,23 @@ def qnt001_chosen(r: Report, c: Catalog) -> Iterator[Finding]:
         msg = f"no GPU: showing {r.quant.id}, the common download (no --quant given)"
     else:
         msg = f"no quantization fits fully; showing {r.quant.id}, the common download (no --quant given)"
-    yield Finding("QNT001", "info", msg + ".")
+    yield ("info", msg + ".")
 
 
-def qnt002_steep_loss(r: Report, c: Catalog) -> Iterator[Finding]:
-    """QNT002: below the quants where quality loss climbs steeply (KL divergence over the rulebook's
+@rule("QNT002")
+def qnt002_steep_loss(r: Report, c: Catalog) -> Iterator[Said]:
+    """Below the quants where quality loss climbs steeply (KL divergence over the rulebook's
     threshold on Llama 3.1 8B), warn."""
     steep = float(c.rules.memory.selection.steep_kld)
     if r.quant.kld is not None and r.quant.kld >= steep:
-        yield Finding("QNT002", "warning",
+        yield ("warning",
                       f"{r.quant.id} loses noticeable quality (KL divergence {r.quant.kld:.3f} vs 16-bit on "
                       f"Llama 3.1 8B; steep above {steep}); prefer Q4_K_M or better where it fits.")
 
 
-def kv001_quantized_kv(r: Report, c: Catalog) -> Iterator[Finding]:
-    """KV001: the context does not fit with f16 KV but would with q8_0: suggest it."""
+@rule("KV001")
+def kv001_quantized_kv(r: Report, c: Catalog) -> Iterator[Said]:
+    """The context does not fit with f16 KV but would with q8_0: suggest it."""
     if r.fits or r.options.kv_type != "f16" or "q8_0" not in r.runtime.kv_types or not r.runs:
         return
     from dataclasses import replace as _r
@@ -141,76 +183,84 @@ def kv001_quantized_kv(r: Report, c: Catalog) -> Iterator[Finding]:
 
     p = Placer(r.model, r.quant, r.runtime, r.rig, _r(r.options, kv_type="q8_0"), c.rules)
     if p.at(r.context_tokens).fits:
-        yield Finding("KV001", "info", f"with --kv-cache q8_0 the KV cache halves and {r.quant.id} at "
+        yield ("info", f"with --kv-cache q8_0 the KV cache halves and {r.quant.id} at "
                                        f"{ktok(r.context_tokens)} context fits fully.")
 
 
-def mem001_apple_limit(r: Report, c: Catalog) -> Iterator[Finding]:
-    """MEM001: on Apple silicon the GPU may use only part of unified memory; say how to raise it."""
+@rule("MEM001")
+def mem001_apple_limit(r: Report, c: Catalog) -> Iterator[Said]:
+    """On Apple silicon the GPU may use only part of unified memory; say how to raise it."""
     if r.rig.gpus and r.rig.gpus[0].spec.vendor == "apple":
         cap = r.placement.devices[0].capacity_bytes if r.placement.devices else 0
-        yield Finding("MEM001", "info",
+        yield ("info",
                       f"macOS lets the GPU wire {gib(cap)} of {gib(r.rig.gpus[0].capacity_bytes)} unified memory; "
                       f"`sudo sysctl iogpu.wired_limit_mb=N` raises it.")
 
 
-def mem002_free_memory(r: Report, c: Catalog) -> Iterator[Finding]:
-    """MEM002: planning with memory free at detection time (a desktop holds some), not the total."""
+@rule("MEM002")
+def mem002_free_memory(r: Report, c: Catalog) -> Iterator[Said]:
+    """Planning with memory free at detection time (a desktop holds some), not the total."""
     free = [g for g in r.rig.gpus if g.capacity_basis == "free"]
     if free:
         held = sum(g.spec.vram_bytes - g.capacity_bytes for g in free)
-        yield Finding("MEM002", "info",
+        yield ("info",
                       f"planned with the memory free now ({gib(held)} held by other processes); "
                       f"--empty plans for idle GPUs.")
 
 
-def rig001_detection_warnings(r: Report, c: Catalog) -> Iterator[Finding]:
-    """RIG001: what the probe warned about the rig (a GPU in MIG mode, a GPU lost while read), so the
-    answer carries it and nobody reads a fit on 80 GiB that a MIG instance does not have."""
+@rule("RIG001")
+def rig001_detection_warnings(r: Report, c: Catalog) -> Iterator[Said]:
+    """What the probe warned about the rig (a GPU in MIG mode, a GPU lost while read), so the answer
+    carries it and nobody reads a fit on 80 GiB that a MIG instance does not have."""
     for warning in r.rig.warnings:
-        yield Finding("RIG001", "warning", warning)
+        yield ("warning", warning)
 
 
-def tp001_divisibility(r: Report, c: Catalog) -> Iterator[Finding]:
-    """TP001: tensor parallel was refused (head counts do not divide by the GPU count)."""
+@rule("TP001")
+def tp001_divisibility(r: Report, c: Catalog) -> Iterator[Said]:
+    """Tensor parallel was refused (head counts do not divide by the GPU count)."""
     if r.placement.strategy == "none" and "divide" in r.placement.problem:
-        yield Finding("TP001", "error", r.placement.problem + "; use a GPU count that divides them, or --split layer.")
+        yield ("error", r.placement.problem + "; use a GPU count that divides them, or --split layer.")
 
 
-def nvl001_verdict(r: Report, c: Catalog) -> Iterator[Finding]:
-    """NVL001: the interconnect verdict in one line, with what would change it."""
+@rule("NVL001")
+def nvl001_verdict(r: Report, c: Catalog) -> Iterator[Said]:
+    """The interconnect verdict in one line, with what would change it."""
     i = r.interconnect
     if i.nvlink == "not_applicable":
         return
     sev = {"not_needed": "info", "helps": "info", "needed": "warning"}[i.nvlink]
-    yield Finding("NVL001", sev, i.summary)
+    yield (sev, i.summary)
 
 
-def nvl002_split_mode(r: Report, c: Catalog) -> Iterator[Finding]:
-    """NVL002: tensor parallel over a host-staged PCIe link pays the all-reduce latency every layer;
+@rule("NVL002")
+def nvl002_split_mode(r: Report, c: Catalog) -> Iterator[Said]:
+    """Tensor parallel over a host-staged PCIe link pays the all-reduce latency every layer;
     for one stream, layer split is usually as fast and needs no fast link."""
     i = r.interconnect
     if r.placement.strategy == "tensor_parallel" and i.details and "host" in i.details[0][1] and \
             r.options.concurrency == 1:
-        yield Finding("NVL002", "info",
+        yield ("info",
                       "tensor parallel without P2P stages every all-reduce through host memory; for one user "
                       "`--split layer` (llama.cpp -sm layer) needs no fast link.")
 
 
-def nvl003_slot(r: Report, c: Catalog) -> Iterator[Finding]:
-    """NVL003: a GPU whose installed link is narrower or older than the card's own maximum."""
+@rule("NVL003")
+def nvl003_slot(r: Report, c: Catalog) -> Iterator[Said]:
+    """A GPU whose installed link is narrower or older than the card's own maximum."""
     for g in r.rig.gpus:
         if g.pcie_gen and g.spec.pcie_gen and g.pcie_lanes and g.spec.pcie_lanes and \
                 (g.pcie_gen < g.spec.pcie_gen or g.pcie_lanes < g.spec.pcie_lanes):
             matters = "matters for tensor parallel and offload" if len(r.rig.gpus) > 1 or not r.fits \
                 else "barely matters once the model is loaded"
-            yield Finding("NVL003", "info",
+            yield ("info",
                           f"{g.label} runs at PCIe {g.pcie_gen}.0 x{g.pcie_lanes} (the card supports "
                           f"{g.spec.pcie_gen}.0 x{g.spec.pcie_lanes}); this {matters}.")
 
 
-def nvl004_what_changes_it(r: Report, c: Catalog) -> Iterator[Finding]:
-    """NVL004: when the link matters (helps/needed), name the cheaper fixes before a bridge, with the
+@rule("NVL004")
+def nvl004_what_changes_it(r: Report, c: Catalog) -> Iterator[Said]:
+    """When the link matters (helps/needed), name the cheaper fixes before a bridge, with the
     engine and flags that select them: P2P on GeForce, CPU lanes, keeping tensor parallel inside an
     NVLink pair, or a layer/pipeline split that needs no fast link."""
     i = r.interconnect
@@ -239,51 +289,46 @@ def nvl004_what_changes_it(r: Report, c: Catalog) -> Iterator[Finding]:
     elif not any(s.nvlink for s in specs):
         tips.append(f"these cards have no NVLink connector ({specs[0].name}); the fixes above are the ones available")
     if tips:
-        yield Finding("NVL004", "info", "what would change it: " + "; ".join(tips) + ".")
+        yield ("info", "what would change it: " + "; ".join(tips) + ".")
 
 
-def nvl005_across_machines(r: Report, c: Catalog) -> Iterator[Finding]:
-    """NVL005: GPUs in several machines: a layer (pipeline) split crosses the network once per token
+@rule("NVL005")
+def nvl005_across_machines(r: Report, c: Catalog) -> Iterator[Said]:
+    """GPUs in several machines: a layer (pipeline) split crosses the network once per token
     per boundary and is fine; tensor parallel crosses it twice per layer and is the case to avoid."""
     if r.rig.nodes < 2 or not r.runs:
         return
     net = r.rig.network or "the network"
     share = r.interconnect.link_time_share
     if r.placement.strategy == "tensor_parallel":
-        yield Finding("NVL005", "warning",
+        yield ("warning",
                       f"tensor parallel across {r.rig.nodes} machines spends {share:.0%} of its time on {net}; split by "
                       f"layer across machines instead and keep tensor parallel inside each (vLLM: "
                       f"--pipeline-parallel-size {r.rig.nodes} with Ray; llama.cpp: --rpc; exo for Macs).")
     else:
-        yield Finding("NVL005", "info",
+        yield ("info",
                       f"the layer split crosses {net} between {r.rig.nodes} machines: {share:.1%} of the time; "
                       f"a faster network would change little (llama.cpp --rpc, vLLM pipeline parallel with Ray, "
                       f"exo for Macs all split this way).")
 
 
-def trn001_training_fit(r: Report, c: Catalog) -> Iterator[Finding]:
-    """TRN001: a training workload: say whether its memory fits per GPU and which strategy was assumed."""
+@rule("TRN001")
+def trn001_training_fit(r: Report, c: Catalog) -> Iterator[Said]:
+    """A training workload: say whether its memory fits per GPU and which strategy was assumed."""
     t = r.training
     if t is None:
         return
     cap = min((d.capacity_bytes for d in r.placement.devices), default=0)
     if t.fits:
-        yield Finding("TRN001", "info", f"{t.workload} fits with {t.strategy}: {gib(t.per_gpu_bytes)} per GPU of "
+        yield ("info", f"{t.workload} fits with {t.strategy}: {gib(t.per_gpu_bytes)} per GPU of "
                                         f"{gib(cap)}.")
     else:
         hint = "use QLoRA or LoRA, more GPUs, or gradient checkpointing" if t.workload == "full-finetune" \
             else "use a smaller batch or sequence, QLoRA, or more GPUs"
-        yield Finding("TRN001", "error", f"{t.workload} does not fit: {gib(t.per_gpu_bytes)} per GPU with "
+        yield ("error", f"{t.workload} does not fit: {gib(t.per_gpu_bytes)} per GPU with "
                                          f"{t.strategy}, {gib(cap)} usable; {hint}.")
 
 
-RULES: tuple[Rule, ...] = (
-    fit001_fits, fit002_does_not_fit, fit003_cpu_only, fit004_uneven_split, ctx001_capped,
-    ctx002_context_limited, qnt001_chosen, qnt002_steep_loss, kv001_quantized_kv, mem001_apple_limit,
-    mem002_free_memory, rig001_detection_warnings, tp001_divisibility, nvl001_verdict, nvl002_split_mode, nvl003_slot,
-    nvl004_what_changes_it, nvl005_across_machines, trn001_training_fit,
-)
-
-
 def run_rules(report: Report, catalog: Catalog) -> tuple[Finding, ...]:
-    return tuple(f for rule in RULES for f in rule(report, catalog))
+    """Every registered rule in order; each finding carries its rule's code."""
+    return tuple(Finding(d.code, severity, message) for d in REGISTRY for severity, message in d.check(report, catalog))

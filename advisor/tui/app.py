@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -29,6 +30,8 @@ from advisor.engine.rig import Rig
 from advisor.errors import AdvisorError
 from advisor.probe.build import build_rig
 from advisor.probe.types import Detection
+from advisor.report.document import render
+from advisor.report.fit import fit_doc
 from advisor.tui.commands import AdvisorCommands
 from advisor.tui.screens.pickers import ModelScreen, RigScreen, preset_rig
 from advisor.tui.widgets.answer import Answer
@@ -199,8 +202,9 @@ class MainScreen(Screen[None]):
                 self.app.call_from_thread(view.show_status, str(exc))
             return
         what = f"quant auto, {options.ctx // 1024}k context, {options.kv_type} KV, {options.runtime}"
+        doc = fit_doc(ranked, rig, options.runtime)
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(view.show, ranked, what)
+            self.app.call_from_thread(view.show, ranked, what, doc)
 
     @on(TabbedContent.TabActivated)
     def _tab(self, event: TabbedContent.TabActivated) -> None:
@@ -214,6 +218,24 @@ class MainScreen(Screen[None]):
         self.set_model(str(event.row_key.value))
         self.action_show_tab("check")
 
+    def palette_commands(self, with_catalog: bool) -> list[tuple[str, Callable[[], object], str]]:
+        """What the command palette (ctrl+p) offers on this screen; with the catalog, every model and preset."""
+        out: list[tuple[str, Callable[[], object], str]] = [
+            ("Pick model…", self.action_pick_model, "fuzzy search over the catalog (m)"),
+            ("Pick rig…", self.action_pick_rig, "a preset, this machine, or GPUs described (r)"),
+            ("Export as Markdown", partial(self.action_export, "md"), "what this tab shows, as advisor-*.md here (e)"),
+            ("Export as JSON", partial(self.action_export, "json"), "what this tab shows, as advisor-*.json here (E)"),
+            ("Show check view", partial(self.action_show_tab, "check"), "one model on this rig (c)"),
+            ("Show fit view", partial(self.action_show_tab, "fit"), "every model that fits here, best first (f)"),
+            ("Show plan view", partial(self.action_show_tab, "plan"), "what to buy: the cheapest rigs for this model (p)"),
+            ("Quant: auto", partial(self.set_control, "quant", "auto"), "the best quality that fits"),
+        ]
+        if with_catalog:
+            cat = self.catalog
+            out += [(f"Rig: {p.name}", partial(self.pick_preset, i), "preset rig") for i, p in cat.presets.items()]
+            out += [(f"Model: {m.name}", partial(self.set_model, m.id), m.id) for m in cat.models.values()]
+        return out
+
     # -- actions ----------------------------------------------------------------------------------
 
     def action_pick_model(self) -> None:
@@ -226,18 +248,28 @@ class MainScreen(Screen[None]):
         self.query_one(TabbedContent).active = tab
 
     def action_export(self, fmt: str) -> None:
-        if self.report is None:
+        """Write what the active tab shows: Fit's list and Plan's options as `advisor fit|plan` print them,
+        else the Check answer."""
+        tab = self.query_one(TabbedContent).active
+        doc = self.query_one(FitView).doc if tab == "fit" else self.query_one(PlanView).document() \
+            if tab == "plan" else None
+        if tab in ("fit", "plan") and doc is not None:
+            text = render(doc, "json" if fmt == "json" else "markdown")
+            name = f"advisor-{tab}" + (f"-{self.model_id}" if tab == "plan" else "")
+        elif self.report is None or tab in ("fit", "plan"):
             self.notify("Nothing to export: there is no answer yet.", severity="warning")
             return
-        if fmt == "json":
+        elif fmt == "json":
             from advisor.report.jsonout import check_json
 
             text = json.dumps(check_json(self.report), indent=2, ensure_ascii=False) + "\n"
+            name = f"advisor-{self.report.model.id}"
         else:
             from advisor.report.text import render_markdown
 
             text = render_markdown(self.report)
-        path = Path.cwd() / f"advisor-{self.report.model.id}.{fmt}"
+            name = f"advisor-{self.report.model.id}"
+        path = Path.cwd() / f"{name}.{fmt}"
         try:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:

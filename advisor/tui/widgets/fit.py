@@ -8,6 +8,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from advisor.engine.rank import TIER_WORDS, Ranked
+from advisor.report.document import Doc
 from advisor.report.text import STRATEGY_WORDS, rate
 
 
@@ -29,8 +30,12 @@ class FitView(Vertical):
     def show_status(self, text: str) -> None:
         self.query_one("#fit-status", Static).update(text)
 
-    def show(self, ranked: list[Ranked], what: str) -> None:
+    doc: Doc | None = None
+    """The list on screen as `advisor fit` prints it (for export)."""
+
+    def show(self, ranked: list[Ranked], what: str, doc: Doc | None = None) -> None:
         """`ranked` is `advisor.engine.rank.rank_models` output, best first; rows are those that fit."""
+        self.doc = doc
         table = self.query_one(DataTable)
         table.clear()
         cpu = bool(ranked) and ranked[0].report.rig.is_cpu_only

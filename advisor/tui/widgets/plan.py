@@ -22,6 +22,8 @@ from advisor.catalog.types import GIB, Catalog, ModelSpec
 from advisor.engine.options import Options
 from advisor.engine.plan import Plan, make_plan
 from advisor.engine.rig import Rig
+from advisor.report.document import Doc
+from advisor.report.plan import plan_doc
 
 DEFAULT_MIN_TPS = "10"
 TOP = 5
@@ -67,6 +69,7 @@ class PlanView(Vertical):
         self.options: Options | None = None
         self.rig: Rig | None = None
         self.plan: Plan | None = None
+        self.have: list[tuple[int, str]] = []
         self._stale = True
         self._seq = 0
 
@@ -166,6 +169,7 @@ class PlanView(Vertical):
         if seq != self._seq:
             return  # a newer request is on its way
         self.plan = plan
+        self.have = have
         gpus = self.catalog.gpus
         target = f"{plan.model.name} at {plan.quant.id}, {plan.context_tokens:,} context"
         if plan.min_tps:
@@ -216,3 +220,7 @@ class PlanView(Vertical):
             return
         o = self.plan.options[row]
         why.update(f"{row + 1}. {o.why}; prefill {o.prefill_tokens_per_s:,.0f} tok/s; {o.power_w:,.0f} W board power")
+
+    def document(self) -> Doc | None:
+        """The plan on screen as `advisor plan` prints it (for export), or None before the first plan."""
+        return plan_doc(self.plan, self.have) if self.plan is not None else None
