@@ -231,8 +231,8 @@ def app_parser() -> Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every failure is one line on stderr and an exit code, never a traceback."""
-    _prepare_streams()
     try:
+        _prepare_streams()
         code = _run(list(sys.argv[1:] if argv is None else argv))
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at interpreter exit
         return code

@@ -66,7 +66,7 @@ class Rig(Record):
     source: str = "flags"
     """How the rig was made: `flags`, `nvml`, `nvidia-smi-xml`, `rig-file`, `preset`, `cpu-only`."""
     warnings: tuple[str, ...] = field(default=())
-    """What changes the rig as detected (a GPU in MIG mode, a GPU lost while read), in words."""
+    """What the probe could not read, and what changes the rig as detected (MIG mode, a GPU lost), in words."""
     network: str = ""
     """The link between machines when GPUs sit in several (`10gbe`, `ib-ndr`, `thunderbolt4`...)."""
 

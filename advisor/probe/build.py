@@ -47,7 +47,7 @@ def rig_from_detection(catalog: Catalog, det: Detection, empty: bool = False) ->
     ram = det.system.ram_bytes or int(host.default_ram_gib * GIB)
     bw = det.system.ram_bandwidth_gb_s
     gpus = []
-    warnings: list[str] = []  # what changes the rig itself; `advisor detect` shows the probe's own warnings
+    warnings = list(det.warnings)
     kept = []
     for g in det.gpus:
         if g.lost:
