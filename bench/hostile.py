@@ -123,6 +123,16 @@ def big_toml() -> str:
     return "".join(f"k{i} = {i}\n" for i in range(900_000))  # 10 MB of keys
 
 
+def many_tables(kind: str, limit: int = 500 * 1024) -> str:
+    """Just under the TOML size limit of tiny [[kind]] tables: the most work a file can ask for."""
+    out, size, i = [], 0, 0
+    while size < limit:
+        out.append(f'[[{kind}]]\nid = "g{i}"\n')
+        size += len(out[-1])
+        i += 1
+    return "".join(out)
+
+
 def xml_many_gpus() -> str:
     return xml(*["<gpu><product_name>NVIDIA GeForce RTX 3090</product_name></gpu>"] * 20000)
 
@@ -187,6 +197,10 @@ CASES: list[Case] = [
     Case("6 60 MB XML", ("detect", "--from", "a.xml"), frozenset({2}),
          {"a.xml": xml_60mb}),
     Case("6 8 MiB TOML", ("check", Q, "--rig", "big.toml"), frozenset({2}), {"big.toml": big_toml}),
+    Case("6 user catalog file of 25,000 tiny tables", ("gpus",), frozenset({2}), {"cfg/big.toml": lambda: many_tables("gpu")}),
+    Case("6 catalog validate on it", ("catalog", "validate"), frozenset({1}), {"cfg/big.toml": lambda: many_tables("gpu")}),
+    Case("6 rig file of 25,000 [[gpu]] tables", ("check", Q, "--rig", "r.toml"), frozenset({2}),
+         {"r.toml": lambda: many_tables("gpu").replace('id = "g', 'id = "rtx-3090" # ')}),
     Case("6 plan with 64 owned H100s", ("plan", "deepseek-v3", "--have", "64xh100-sxm"), frozenset({0, 1})),
     Case("6 GGUF with a million tensors", ("check", "m.gguf", "--gpu", "rtx-3090"), frozenset({2}),
          {"m.gguf": lambda: gguf_many_tensors(1_000_000)}),

@@ -30,8 +30,12 @@ from advisor.catalog.rulebook import Rulebook, build_rulebook
 from advisor.errors import AdvisorError
 
 USER_DIR_ENV = "ADVISOR_CONFIG_DIR"
-MAX_TOML_BYTES = 1024 * 1024
-"""A catalog file larger than this is refused before it is read (nothing legitimate comes close)."""
+MAX_TOML_BYTES = 512 * 1024
+"""A catalog or rig file larger than this is refused before it is read (the largest built-in file,
+models.toml, is under 100 KB; parsing 512 KiB of tiny tables takes about half a second)."""
+MAX_USER_ENTRIES = 2000
+"""Entries in one user catalog file (the whole built-in catalog has a few hundred): more is refused
+unvalidated, so a generated file cannot keep every command busy."""
 
 # Which array-of-tables key holds which entry type.
 KINDS: dict[str, type] = {
@@ -355,6 +359,9 @@ def merge_user_file(path: Path, tables: dict[str, dict[str, Any]],
     except AdvisorError as exc:
         return [exc.message]
     problems: list[str] = []
+    count = sum(len(v) for k, v in data.items() if k in KINDS and isinstance(v, list))
+    if count > MAX_USER_ENTRIES:
+        return [f"{path}: {count} entries is more than the {MAX_USER_ENTRIES} a catalog file may hold"]
     for kind in data:
         if kind not in KINDS:
             problems.append(f"{path}: unknown table [[{kind}]] (expected one of: {', '.join(KINDS)})")
