@@ -371,10 +371,12 @@ def run_case(case: Case, d: Path, prepare: bool = True) -> Outcome:
 
 def _before_advisor(stderr: str) -> bool:
     """A KeyboardInterrupt traceback raised inside the interpreter's own start-up (site, the console
-    script's `import re`), before the first line of advisor code could install a handler: no
-    program can answer a signal there, so it is reported, not failed."""
+    script's `import re`, the import machinery loading `advisor/_start.py`), before its first lines
+    could install a handler: no program can answer a signal there, so it is reported, not failed."""
     frames = [line for line in stderr.splitlines() if line.lstrip().startswith("File ")]
-    return stderr.rstrip().endswith("KeyboardInterrupt") and not any("advisor" in f for f in frames[1:])
+    ours = [f for f in frames[1:] if "/advisor/" in f and not f.rstrip().endswith("in <module>")]
+    return stderr.rstrip().endswith("KeyboardInterrupt") and not ours and \
+        not any("/advisor/" in f and "_start.py" not in f and "__init__.py" not in f for f in frames[1:])
 
 
 def _peak_mib(proc: subprocess.Popen) -> float:
