@@ -80,7 +80,8 @@ def _rig_args(p: argparse.ArgumentParser) -> None:
                    help="[Nx]GPU_ID, repeatable for a mixed rig: rtx-4090, 2xrtx-3090, '4x A100 SXM4 80GB'")
     g.add_argument("--nvlink", action="store_true",
                    help="the GPUs are NVLink-joined as their hardware allows (bridge pairs; implicit for SXM)")
-    g.add_argument("--pcie", metavar="GxW", help="each GPU's host link, e.g. 4x16, 4x8, 3x4, 3x1 (default: the card's own)")
+    g.add_argument("--pcie",
+                   metavar="GxW", help="each GPU's host link, e.g. 4x16, 4x8, 3x4, 3x1 (default: the card's own)")
     g.add_argument("--ram", metavar="GB", help="system RAM for CPU offload (default: detected, or the rig file's)")
     g.add_argument("--rig", metavar="FILE", type=Path, help="a rig file (TOML) as `advisor detect --save` writes it")
     g.add_argument("--empty", action="store_true",
@@ -99,17 +100,23 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
                                                   "(default: the best quality that fits, said so)")
     g.add_argument("--ctx", type=_whole("--ctx", 100_000_000), metavar="N",
                    help=f"context tokens to allocate KV cache for (default {DEFAULT_CTX}, capped at the model's max)")
-    g.add_argument("--prompt-tokens", type=_whole("--prompt-tokens", 100_000_000), default=DEFAULT_PROMPT_TOKENS, metavar="N",
+    g.add_argument("--prompt-tokens", type=_whole("--prompt-tokens", 100_000_000), default=DEFAULT_PROMPT_TOKENS,
+                   metavar="N",
                    help=f"prompt length for the prefill estimate (default {DEFAULT_PROMPT_TOKENS})")
-    g.add_argument("--kv-cache", default="f16", metavar="TYPE", help="KV cache type: f16 (default), q8_0, q4_0; fp8 for vLLM")
+    g.add_argument("--kv-cache", default="f16",
+                   metavar="TYPE", help="KV cache type: f16 (default), q8_0, q4_0; fp8 for vLLM")
     g.add_argument("--runtime", default="llama.cpp", metavar="R",
                    help="runtime id (default llama.cpp; `advisor runtimes` lists them and what each does)")
     g.add_argument("--split", choices=("layer", "tensor"), default=None,
                    help="multi-GPU split (default: the runtime's: layer for llama.cpp/ollama/exllamav2, tensor for vllm)")
-    g.add_argument("--concurrency", type=_whole("--concurrency", 65_536), default=1, metavar="N", help="sequences decoded at once (default 1)")
-    g.add_argument("--workload", default="inference", metavar="W", help=f"one of {', '.join(WORKLOADS)} (default inference)")
-    g.add_argument("--batch-size", type=_whole("--batch-size", 1_000_000), default=1, metavar="N", help="training: sequences per GPU per step")
-    g.add_argument("--seq-len", type=_whole("--seq-len", 100_000_000), default=2048, metavar="N", help="training: tokens per sequence")
+    g.add_argument("--concurrency", type=_whole("--concurrency", 65_536), default=1,
+                   metavar="N", help="sequences decoded at once (default 1)")
+    g.add_argument("--workload", default="inference",
+                   metavar="W", help=f"one of {', '.join(WORKLOADS)} (default inference)")
+    g.add_argument("--batch-size", type=_whole("--batch-size", 1_000_000), default=1,
+                   metavar="N", help="training: sequences per GPU per step")
+    g.add_argument("--seq-len", type=_whole("--seq-len", 100_000_000), default=2048,
+                   metavar="N", help="training: tokens per sequence")
     g.add_argument("--flash-attn", action="store_true",
                    help="plan with flash attention on (llama.cpp -fa on): smaller compute buffers at long context. "
                         "Default off, the side that never promises a fit that runs out of memory; implied by a "
@@ -170,10 +177,12 @@ def _fit_parser(sub) -> None:
     _rig_args(p)
     _output_args(p)
     g = p.add_argument_group("filters")
-    g.add_argument("--min-tps", type=_positive("--min-tps", 1e7), metavar="N", help="only models decoding at least N tokens/s")
+    g.add_argument("--min-tps", type=_positive("--min-tps", 1e7),
+                   metavar="N", help="only models decoding at least N tokens/s")
     g.add_argument("--family", metavar="NAME", help="only this family (llama, qwen, gemma, mistral, ...)")
     g.add_argument("--moe", action="store_true", help="only mixture-of-experts models")
-    g.add_argument("--max-params", type=_positive("--max-params", 1e5), metavar="B", help="only models up to B billion parameters")
+    g.add_argument("--max-params", type=_positive("--max-params", 1e5),
+                   metavar="B", help="only models up to B billion parameters")
     g.add_argument("--all", action="store_true", help="also list models that do not fit")
 
 
@@ -185,14 +194,17 @@ def _plan_parser(sub) -> None:
     _model_args(p)
     _output_args(p)
     g = p.add_argument_group("target and budget")
-    g.add_argument("--min-tps", type=_positive("--min-tps", 1e7), metavar="N", help="minimum single-stream decode tokens/s")
+    g.add_argument("--min-tps", type=_positive("--min-tps", 1e7),
+                   metavar="N", help="minimum single-stream decode tokens/s")
     g.add_argument("--budget", type=_positive("--budget", 1e12), metavar="USD", help="most you will spend")
-    g.add_argument("--have", action="append", default=[], metavar="SPEC", help="GPUs you own ([Nx]GPU_ID): kept, cost nothing")
+    g.add_argument("--have", action="append", default=[],
+                   metavar="SPEC", help="GPUs you own ([Nx]GPU_ID): kept, cost nothing")
     g.add_argument("--rig", metavar="FILE", type=Path,
                    help="a rig file (advisor detect --save): its GPUs count as owned, its RAM as the rig's")
     g.add_argument("--ram", metavar="GB", help="system RAM of the rig (default 64)")
     g.add_argument("--price", action="append", default=[], metavar="ID=USD", help="override a GPU's price")
-    g.add_argument("--kwh-price", type=_positive("--kwh-price", 1e4), default=None, metavar="USD", help="electricity price per kWh")
+    g.add_argument("--kwh-price", type=_positive("--kwh-price", 1e4), default=None,
+                   metavar="USD", help="electricity price per kWh")
     g.add_argument("--top", type=_whole("--top", 10_000), default=5, metavar="N", help="options to show (default 5)")
     g.add_argument("--used", action="store_true", help="also price GPUs at used-market prices where the catalog has them")
     g.add_argument("--new", dest="used", action="store_false", help="new/list prices only (the default)")

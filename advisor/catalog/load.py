@@ -87,7 +87,7 @@ def cache_dir() -> Path | None:
         return None
 
 
-def read_toml(path: Path, limit: int = MAX_TOML_BYTES) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, Any]:
     """Parse one TOML file, bounded in size; any problem is an AdvisorError naming the file."""
     if sys.version_info >= (3, 11):
         import tomllib
@@ -96,12 +96,13 @@ def read_toml(path: Path, limit: int = MAX_TOML_BYTES) -> dict[str, Any]:
     from advisor.errors import one_line
     from advisor.files import read_limited
 
-    raw = read_limited(path, limit, "a catalog or rig file")
+    raw = read_limited(path, MAX_TOML_BYTES, "a catalog or rig file")
     where = one_line(str(path), 300)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise AdvisorError(f"{where}: not a text file (TOML must be UTF-8)", _what_is_it(raw) or "is this the right file?") from None
+        raise AdvisorError(f"{where}: not a text file (TOML must be UTF-8)",
+                           _what_is_it(raw) or "is this the right file?") from None
     try:
         return tomllib.loads(text.removeprefix("\ufeff"))
     except tomllib.TOMLDecodeError as exc:
@@ -110,7 +111,8 @@ def read_toml(path: Path, limit: int = MAX_TOML_BYTES) -> dict[str, Any]:
             raise AdvisorError(f"{where}: not a TOML file: {other}") from None
         raise AdvisorError(f"{where}: malformed TOML: {exc}", "fix the file or remove it") from None
     except RecursionError:
-        raise AdvisorError(f"{where}: nested too deeply to be a catalog or rig file", "fix the file or remove it") from None
+        raise AdvisorError(f"{where}: nested too deeply to be a catalog or rig file",
+                           "fix the file or remove it") from None
 
 
 def _what_is_it(raw: bytes) -> str:
@@ -119,9 +121,11 @@ def _what_is_it(raw: bytes) -> str:
     if head.startswith(b"<"):
         return "this looks like XML: `advisor detect --from FILE` reads an `nvidia-smi -q -x` dump"
     if b"NVSMI LOG" in raw[:4096]:
-        return "this is `nvidia-smi -q` text: capture `nvidia-smi -q -x` (XML) instead and pass it to `advisor detect --from`"
+        return ("this is `nvidia-smi -q` text: capture `nvidia-smi -q -x` (XML) instead and pass it to "
+                "`advisor detect --from`")
     if b"GPU0" in head and (b" X " in head or b"\tX\t" in head or b"Legend" in raw):
-        return "this is `nvidia-smi topo -m` output, not a rig file: put its matrix in a rig file as `topology = [...]`"
+        return ("this is `nvidia-smi topo -m` output, not a rig file: put its matrix in a rig file as "
+                "`topology = [...]`")
     return ""
 
 
@@ -257,7 +261,8 @@ def _builtin_data() -> list[tuple[str, bool, dict[str, Any]]]:
         return [(stem, rules, data) for stem, rules, data in json.loads(shipped.read_text(encoding="utf-8"))]
     db_dir, rules_dir = builtin_dirs()
     paths = _toml_files(db_dir) + _toml_files(rules_dir)
-    stamp = repr([__version__, CACHE_FORMAT] + [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths]).encode()
+    stamp = repr([__version__, CACHE_FORMAT]
+                 + [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths]).encode()
     key = f"{zlib.crc32(stamp):08x}{zlib.adler32(stamp):08x}"
     folder = cache_dir()
     cached = folder / f"catalog-v{CACHE_FORMAT}-{key}.json" if folder else None

@@ -53,8 +53,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
     if args.save is not None:
         from advisor.probe.rigfile import save_rig
 
-        save_rig(catalog, args.save, rig_from_detection(catalog, det), name=f"saved by advisor detect from {det.source}",
-                 source=args.source)
+        save_rig(catalog, args.save, rig_from_detection(catalog, det),
+                 name=f"saved by advisor detect from {det.source}", source=args.source)
     if fmt_of(args) == "json":
         emit_json(det.to_json(catalog_id=lambda name: ids.get(name)))
     else:
@@ -74,9 +74,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
                     link += f" (card supports {g.pcie.gen_card_max}.0: the slot limits it)"
             nv = f" · NVLink to {', '.join(map(str, g.nvlink_peers))}" if g.nvlink_peers else ""
             cid = ids.get(g.name) or "not in catalog"
-            lines.append(f"gpu{g.index}: {g.name} [{cid}] · {mem}{link}{nv}" + (f" · MIG ({len(g.mig_memory_bytes)} instance(s): "
-                            + (", ".join(f"{b / GIB:.1f}" for b in g.mig_memory_bytes) or "none") + " GiB)" if g.mig else "")
-                         + (" · LOST" if g.lost else ""))
+            sizes = ", ".join(f"{b / GIB:.1f}" for b in g.mig_memory_bytes) or "none"
+            mig = f" · MIG ({len(g.mig_memory_bytes)} instance(s): {sizes} GiB)" if g.mig else ""
+            lines.append(f"gpu{g.index}: {g.name} [{cid}] · {mem}{link}{nv}{mig}" + (" · LOST" if g.lost else ""))
         if det.topology:
             lines.append("topology: " + " | ".join(" ".join(row) for row in det.topology))
         s = det.system

@@ -101,7 +101,6 @@ class RigGpuEntry(Record):
     """For a GPU not in the catalog: its board power, W."""
 
 
-
 def _validated(cls: type, data: Any, where: str) -> Any:
     if not isinstance(data, dict):
         raise AdvisorError(f"{where}: must be a table, not {type(data).__name__}",
@@ -111,8 +110,8 @@ def _validated(cls: type, data: Any, where: str) -> Any:
     except Exception as exc:  # pydantic.ValidationError or a bound, kept lazy
         from advisor.catalog.load import _format_validation
 
-        raise AdvisorError(f"{where}: {_format_validation(exc)}", "see `advisor catalog schema` and the rig file "
-                           "format in the README") from None
+        raise AdvisorError(f"{where}: {_format_validation(exc)}",
+                           "every key of a rig file is described in the README and advisor/probe/rigfile.py") from None
 
 
 def load_rig(catalog: Catalog, path: Path) -> Rig:
@@ -137,6 +136,8 @@ def rig_from_data(catalog: Catalog, data: dict[str, Any], where: str) -> Rig:
     for n, raw in enumerate(entries, 1):
         w = f"{where}: [[gpu]] #{n}"
         entry: RigGpuEntry = _validated(RigGpuEntry, raw, w)
+        if entry.memory_basis not in (None, "free", "total"):
+            raise AdvisorError(f"{w}: memory_basis must be \"free\" or \"total\", not {entry.memory_basis!r}")
         spec = _gpu_spec(catalog, entry, w)
         gen, lanes = parse_pcie(entry.pcie) if entry.pcie is not None else (spec.pcie_gen, spec.pcie_lanes)
         cap = int(entry.memory_gib * GIB) if entry.memory_gib is not None else spec.vram_bytes
