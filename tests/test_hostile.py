@@ -152,6 +152,30 @@ def test_mig_gpu_is_its_largest_instance_and_the_warning_reaches_check(sandbox: 
     assert rig.gpus == () and "no MIG instance" in rig.warnings[0]
 
 
+@pytest.mark.parametrize("names", [("NVIDIA RTX A4500", "NVIDIA RTX A4500"),
+                                   ("NVIDIA GeForce RTX 3090", "NVIDIA RTX A4500")])
+@pytest.mark.parametrize("free_gib", [None, 0])
+def test_detected_gpus_unknown_or_full_are_answered(sandbox: Path, names: tuple[str, str], free_gib) -> None:
+    """Items 1 and 2 through detection: GPUs missing from the catalog (no bandwidth known) and cards
+    whose memory is all taken by other processes give an answer, not a ZeroDivisionError."""
+    from advisor.catalog.load import load_catalog
+    from advisor.catalog.types import GIB
+    from advisor.engine.check import evaluate
+    from advisor.engine.options import Options
+    from advisor.probe.build import rig_from_detection
+    from advisor.probe.types import DetectedGpu, Detection
+
+    catalog = load_catalog()
+    gpus = tuple(DetectedGpu(index=i, name=n, vram_bytes=24 * GIB,
+                             vram_free_bytes=None if free_gib is None else free_gib * GIB) for i, n in enumerate(names))
+    rig = rig_from_detection(catalog, Detection(source="nvml", gpus=gpus))
+    report = evaluate(catalog, rig, "qwen3-32b", Options())
+    if free_gib == 0:
+        assert not report.fits
+    if not rig.speed_known:
+        assert report.speed.decode_tokens_per_s is None and report.interconnect.nvlink == "not_applicable"
+
+
 def test_bounded_numbers() -> None:
     from advisor.numbers import check_number, parse_float, parse_int
 
