@@ -12,6 +12,7 @@ from advisor.engine import memory as mem
 from advisor.engine import speed as spd
 from advisor.engine.findings import run_rules
 from advisor.engine.interconnect import link_times
+from advisor.engine.loaded import LoadedModel
 from advisor.engine.options import DEFAULT_CTX, KV_TYPES, SPLITS, WORKLOADS, Options
 from advisor.engine.placement import Placement, Placer
 from advisor.engine.result import Interconnect, Report, Speed
@@ -102,17 +103,18 @@ def _native(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None) -> 
     return q if runtime.loads(q) else None
 
 
-def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) -> Report:
+def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options: Options = Options()) -> Report:
     """Fit, placement, memory, speed, interconnect verdict and findings for one model on one rig.
 
-    `model` is a catalog id or name, a ModelSpec, or a model read from its own files
-    (`advisor.modelfile.LoadedModel`: its real tensor sizes replace the bits-per-weight estimate).
+    `model` is resolved at the edge (`advisor.commands.args.resolve_model`): a catalog ModelSpec, or a
+    model read from its own files (a LoadedModel: its real tensor sizes replace the bits-per-weight estimate).
     """
-    loaded = model if hasattr(model, "layout") and hasattr(model, "spec") else None
+    if not isinstance(model, (ModelSpec, LoadedModel)):
+        raise TypeError(f"evaluate() takes a ModelSpec or a LoadedModel, not {type(model).__name__}: "
+                        f"resolve names at the edge (advisor.commands.args.resolve_model)")
+    loaded = model if isinstance(model, LoadedModel) else None
     if loaded is not None:
         model = loaded.spec
-    elif isinstance(model, str):
-        model = catalog.models[resolve(catalog.models, model, "model")]
     runtime = check_options(catalog, options)
     check_runtime_hardware(runtime, rig)
     rules = catalog.rules

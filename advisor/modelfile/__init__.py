@@ -17,7 +17,7 @@ from pathlib import Path
 from advisor.errors import AdvisorError
 from advisor.modelfile.build import from_config, from_folder, from_gguf
 from advisor.modelfile.limits import display
-from advisor.modelfile.loaded import LoadedModel
+from advisor.engine.loaded import LoadedModel
 from advisor.modelfile.stores import read_hf, read_ollama
 
 __all__ = ["LoadedModel", "read_model", "looks_like_model_path"]
