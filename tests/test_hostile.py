@@ -142,7 +142,7 @@ def test_mig_gpu_is_its_largest_instance_and_the_warning_reaches_check(sandbox: 
     rig = rig_from_detection(catalog, Detection(source="nvml", gpus=(a100, a100)))
     assert [g.capacity_bytes for g in rig.gpus] == [40 * GIB]  # one MIG device per process, in all
     assert rig.nvlink_pairs == ()
-    report = evaluate(catalog, rig, "llama-3.1-70b", Options(quant="Q4_K_M"))
+    report = evaluate(catalog, rig, catalog.models["llama-3.1-70b"], Options(quant="Q4_K_M"))
     assert not report.fits  # 40 GiB of weights do not fit a 40 GiB instance, whatever the card's total
     out = check_json(report)
     assert any(f["code"] == "RIG001" and "MIG" in f["message"] for f in out["findings"])
@@ -169,7 +169,7 @@ def test_detected_gpus_unknown_or_full_are_answered(sandbox: Path, names: tuple[
     gpus = tuple(DetectedGpu(index=i, name=n, vram_bytes=24 * GIB,
                              vram_free_bytes=None if free_gib is None else free_gib * GIB) for i, n in enumerate(names))
     rig = rig_from_detection(catalog, Detection(source="nvml", gpus=gpus))
-    report = evaluate(catalog, rig, "qwen3-32b", Options())
+    report = evaluate(catalog, rig, catalog.models["qwen3-32b"], Options())
     if free_gib == 0:
         assert not report.fits
     if not rig.speed_known:
