@@ -69,7 +69,7 @@ def test_speed_is_null_when_it_does_not_run(catalog):
     from advisor.engine.options import Options
     from advisor.probe.flags import rig_from_flags
 
-    r = evaluate(catalog, rig_from_flags(catalog, ["rtx-3060-12gb"], ram=16), "llama-3.1-405b", Options(quant="F16"))
+    r = evaluate(catalog, rig_from_flags(catalog, ["rtx-3060-12gb"], ram=16), catalog.models["llama-3.1-405b"], Options(quant="F16"))
     assert not r.runs and r.speed.decode_tokens_per_s is None and r.speed.prefill_tokens_per_s is None
 
 

@@ -99,4 +99,5 @@ def rig_json(r: Report) -> dict[str, Any]:
         "nvlink": rig.nvlink,
         "nvlink_pairs": [list(p) for p in rig.nvlink_pairs],
         "source": rig.source,
+        "warnings": list(rig.warnings),
     }
