@@ -78,9 +78,9 @@ def test_an_answer_carries_the_band_of_its_own_kind(catalog):
     from advisor.engine.options import Options
     from advisor.probe.flags import rig_from_flags
 
-    one = evaluate(catalog, rig_from_flags(catalog, ["rtx-3090"], ram=64), "llama-3.1-8b", Options(quant="Q4_K_M"))
-    split = evaluate(catalog, rig_from_flags(catalog, ["2xrtx-3090"], ram=64), "llama-3.1-70b", Options(quant="Q4_K_M"))
-    cpu = evaluate(catalog, rig_from_flags(catalog, [], ram=64), "llama-3.1-8b", Options(quant="Q4_K_M"))
+    one = evaluate(catalog, rig_from_flags(catalog, ["rtx-3090"], ram=64), catalog.models["llama-3.1-8b"], Options(quant="Q4_K_M"))
+    split = evaluate(catalog, rig_from_flags(catalog, ["2xrtx-3090"], ram=64), catalog.models["llama-3.1-70b"], Options(quant="Q4_K_M"))
+    cpu = evaluate(catalog, rig_from_flags(catalog, [], ram=64), catalog.models["llama-3.1-8b"], Options(quant="Q4_K_M"))
     assert one.speed.error_band.kind == "llama.cpp, NVIDIA, one GPU" and one.speed.error_band.decode_p50_pct
     assert split.speed.error_band.kind == "llama.cpp, NVIDIA, layer split"
     assert cpu.speed.error_band.kind == "llama.cpp, CPU only"
