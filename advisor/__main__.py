@@ -1,3 +1,3 @@
-from advisor.cli import main
+from advisor._start import main
 
 raise SystemExit(main())

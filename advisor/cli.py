@@ -15,8 +15,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster
 if TYPE_CHECKING:
     from typing import Any, Sequence
 
-from advisor.commands.output import EXIT_INTERRUPT, EXIT_USAGE, EXIT_YES
-from advisor.errors import AdvisorError
+from advisor.commands.output import EXIT_INTERRUPT, EXIT_USAGE, EXIT_YES, say
+from advisor.errors import AdvisorError, one_line
 
 COMMANDS: dict[str, str] = {
     "check": "advisor.commands.check:cmd_check",
@@ -54,32 +54,18 @@ class Parser(argparse.ArgumentParser):
         raise AdvisorError(f"{self.prog}: {message}", f"see `{self.prog} --help`")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        value = _suffixed(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive whole number")
-    return value
+def _whole(what: str, hi: int):
+    """An argparse type: a whole number from 1 to `hi` (`8192`, `8k`), through the one bounded parser."""
+    from advisor.numbers import parse_int
+
+    return lambda text: parse_int(text, what, 1, hi, suffixes=True)
 
 
-def _suffixed(text: str) -> int:
-    t = text.strip().lower()
-    mult = {"k": 1024, "m": 1024 * 1024}.get(t[-1:]) if t else None
-    if mult and t[:-1].replace(".", "", 1).isdigit():
-        return int(float(t[:-1]) * mult)
-    raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (e.g. 8192 or 8k)")
+def _positive(what: str, hi: float):
+    """An argparse type: a finite number above 0 and at most `hi`."""
+    from advisor.numbers import parse_float
 
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
-    return value
+    return lambda text: parse_float(text, what, 0.0, hi, lo_open=True)
 
 
 def _output_args(p: argparse.ArgumentParser) -> None:
@@ -94,7 +80,8 @@ def _rig_args(p: argparse.ArgumentParser) -> None:
                    help="[Nx]GPU_ID, repeatable for a mixed rig: rtx-4090, 2xrtx-3090, '4x A100 SXM4 80GB'")
     g.add_argument("--nvlink", action="store_true",
                    help="the GPUs are NVLink-joined as their hardware allows (bridge pairs; implicit for SXM)")
-    g.add_argument("--pcie", metavar="GxW", help="each GPU's host link, e.g. 4x16, 4x8, 3x4, 3x1 (default: the card's own)")
+    g.add_argument("--pcie",
+                   metavar="GxW", help="each GPU's host link, e.g. 4x16, 4x8, 3x4, 3x1 (default: the card's own)")
     g.add_argument("--ram", metavar="GB", help="system RAM for CPU offload (default: detected, or the rig file's)")
     g.add_argument("--rig", metavar="FILE", type=Path, help="a rig file (TOML) as `advisor detect --save` writes it")
     g.add_argument("--empty", action="store_true",
@@ -111,19 +98,25 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
     g = p.add_argument_group("model options")
     g.add_argument("--quant", metavar="Q", help="quantization id, e.g. Q4_K_M, Q8_0, F16, fp8, awq, exl2-4.65 "
                                                   "(default: the best quality that fits, said so)")
-    g.add_argument("--ctx", type=_positive_int, metavar="N",
+    g.add_argument("--ctx", type=_whole("--ctx", 100_000_000), metavar="N",
                    help=f"context tokens to allocate KV cache for (default {DEFAULT_CTX}, capped at the model's max)")
-    g.add_argument("--prompt-tokens", type=_positive_int, default=DEFAULT_PROMPT_TOKENS, metavar="N",
+    g.add_argument("--prompt-tokens", type=_whole("--prompt-tokens", 100_000_000), default=DEFAULT_PROMPT_TOKENS,
+                   metavar="N",
                    help=f"prompt length for the prefill estimate (default {DEFAULT_PROMPT_TOKENS})")
-    g.add_argument("--kv-cache", default="f16", metavar="TYPE", help="KV cache type: f16 (default), q8_0, q4_0; fp8 for vLLM")
+    g.add_argument("--kv-cache", default="f16",
+                   metavar="TYPE", help="KV cache type: f16 (default), q8_0, q4_0; fp8 for vLLM")
     g.add_argument("--runtime", default="llama.cpp", metavar="R",
                    help="runtime id (default llama.cpp; `advisor runtimes` lists them and what each does)")
     g.add_argument("--split", choices=("layer", "tensor"), default=None,
                    help="multi-GPU split (default: the runtime's: layer for llama.cpp/ollama/exllamav2, tensor for vllm)")
-    g.add_argument("--concurrency", type=_positive_int, default=1, metavar="N", help="sequences decoded at once (default 1)")
-    g.add_argument("--workload", default="inference", metavar="W", help=f"one of {', '.join(WORKLOADS)} (default inference)")
-    g.add_argument("--batch-size", type=_positive_int, default=1, metavar="N", help="training: sequences per GPU per step")
-    g.add_argument("--seq-len", type=_positive_int, default=2048, metavar="N", help="training: tokens per sequence")
+    g.add_argument("--concurrency", type=_whole("--concurrency", 65_536), default=1,
+                   metavar="N", help="sequences decoded at once (default 1)")
+    g.add_argument("--workload", default="inference",
+                   metavar="W", help=f"one of {', '.join(WORKLOADS)} (default inference)")
+    g.add_argument("--batch-size", type=_whole("--batch-size", 1_000_000), default=1,
+                   metavar="N", help="training: sequences per GPU per step")
+    g.add_argument("--seq-len", type=_whole("--seq-len", 100_000_000), default=2048,
+                   metavar="N", help="training: tokens per sequence")
     g.add_argument("--flash-attn", action="store_true",
                    help="plan with flash attention on (llama.cpp -fa on): smaller compute buffers at long context. "
                         "Default off, the side that never promises a fit that runs out of memory; implied by a "
@@ -184,10 +177,12 @@ def _fit_parser(sub) -> None:
     _rig_args(p)
     _output_args(p)
     g = p.add_argument_group("filters")
-    g.add_argument("--min-tps", type=_positive_float, metavar="N", help="only models decoding at least N tokens/s")
+    g.add_argument("--min-tps", type=_positive("--min-tps", 1e7),
+                   metavar="N", help="only models decoding at least N tokens/s")
     g.add_argument("--family", metavar="NAME", help="only this family (llama, qwen, gemma, mistral, ...)")
     g.add_argument("--moe", action="store_true", help="only mixture-of-experts models")
-    g.add_argument("--max-params", type=_positive_float, metavar="B", help="only models up to B billion parameters")
+    g.add_argument("--max-params", type=_positive("--max-params", 1e5),
+                   metavar="B", help="only models up to B billion parameters")
     g.add_argument("--all", action="store_true", help="also list models that do not fit")
 
 
@@ -199,15 +194,18 @@ def _plan_parser(sub) -> None:
     _model_args(p)
     _output_args(p)
     g = p.add_argument_group("target and budget")
-    g.add_argument("--min-tps", type=_positive_float, metavar="N", help="minimum single-stream decode tokens/s")
-    g.add_argument("--budget", type=_positive_float, metavar="USD", help="most you will spend")
-    g.add_argument("--have", action="append", default=[], metavar="SPEC", help="GPUs you own ([Nx]GPU_ID): kept, cost nothing")
+    g.add_argument("--min-tps", type=_positive("--min-tps", 1e7),
+                   metavar="N", help="minimum single-stream decode tokens/s")
+    g.add_argument("--budget", type=_positive("--budget", 1e12), metavar="USD", help="most you will spend")
+    g.add_argument("--have", action="append", default=[],
+                   metavar="SPEC", help="GPUs you own ([Nx]GPU_ID): kept, cost nothing")
     g.add_argument("--rig", metavar="FILE", type=Path,
                    help="a rig file (advisor detect --save): its GPUs count as owned, its RAM as the rig's")
     g.add_argument("--ram", metavar="GB", help="system RAM of the rig (default 64)")
     g.add_argument("--price", action="append", default=[], metavar="ID=USD", help="override a GPU's price")
-    g.add_argument("--kwh-price", type=_positive_float, default=None, metavar="USD", help="electricity price per kWh")
-    g.add_argument("--top", type=_positive_int, default=5, metavar="N", help="options to show (default 5)")
+    g.add_argument("--kwh-price", type=_positive("--kwh-price", 1e4), default=None,
+                   metavar="USD", help="electricity price per kWh")
+    g.add_argument("--top", type=_whole("--top", 10_000), default=5, metavar="N", help="options to show (default 5)")
     g.add_argument("--used", action="store_true", help="also price GPUs at used-market prices where the catalog has them")
     g.add_argument("--new", dest="used", action="store_false", help="new/list prices only (the default)")
 
@@ -244,25 +242,64 @@ def app_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run one command; every failure is one line on stderr and an exit code, never a traceback."""
     try:
-        if argv and (argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version")):
-            only = argv[0] if argv[0] in COMMANDS else None
-            args = build_parser(only).parse_args(argv)
-            return dispatch(args)
-        args = app_parser().parse_args(argv)
-        from advisor.app_entry import run_app
-
-        return run_app(args, headless=main)
+        _prepare_streams()
+        code = _run(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at interpreter exit
+        return code
     except AdvisorError as exc:
-        sys.stderr.write(f"advisor: {exc}\n")
+        say(f"advisor: {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        sys.stderr.write("advisor: interrupted\n")
+        say("advisor: interrupted")
         return EXIT_INTERRUPT
+    except BrokenPipeError:  # the reader went away (`advisor gpus | head -1`): nothing left to say
+        _silence_stdout()
+        return EXIT_YES
     except OSError as exc:  # a file named on the command line that cannot be read or written
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        sys.stderr.write(f"advisor: {where}{exc.strerror or exc}\n")
+        say(f"advisor: {one_line(where + str(exc.strerror or exc))}")
         return EXIT_USAGE
-    except BrokenPipeError:
-        return EXIT_YES
+    except RecursionError:
+        say("advisor: input nested too deeply to be real")
+        return EXIT_USAGE
+
+
+def _run(argv: list[str]) -> int:
+    if argv and (argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version")):
+        only = argv[0] if argv[0] in COMMANDS else None
+        args = build_parser(only).parse_args(argv)
+        return dispatch(args)
+    args = app_parser().parse_args(argv)
+    from advisor.app_entry import run_app
+
+    return run_app(args, headless=main)
+
+
+def _prepare_streams() -> None:
+    """Output that cannot fail on its own account: characters the terminal's encoding lacks
+    (`PYTHONIOENCODING=latin-1`) become `?`; a closed stdout discards the data (the exit code
+    still answers); a closed stderr drops the one-line diagnostics."""
+    import os
+
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="replace")
+            except (ValueError, OSError):
+                pass
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass

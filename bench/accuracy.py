@@ -1,60 +1,108 @@
-"""Accuracy report: the advisor's predictions against public llama.cpp measurements.
+"""Accuracy report: the advisor's predictions against public measurements, out of sample.
 
-    python bench/accuracy.py            # fit/OOM agreement, decode and prefill error per dataset and family
-    python bench/accuracy.py --write    # and record the median errors in rules/speed.toml (shown to users)
+    python bench/accuracy.py            # the report
+    python bench/accuracy.py --write    # and write the error band per kind of answer (rules/speed_bands.toml)
+
+Speed: |predicted / measured - 1| per row, summarised as median (p50) and 90th percentile. The
+headline is grouped cross-validation: the speed tables are refitted (bench/calibrate.py) once per
+group with that group's rows held out, and only the held-out rows are scored: leave one source out
+(a new table from someone else's machines, builds and settings) and leave one GPU architecture out
+(hardware the fit never saw). The in-sample figure (fitted and scored on the same rows) is printed
+beside it, and so is a naive baseline (peak bandwidth over the model file for decode, dense FP16
+throughput over 2 x active parameters for prefill, each times one global fraction fitted out of
+sample the same way), so the model's terms show what they earn.
 
 Fit: a measured speed means it ran, an OOM that it did not; the advisor is right when `fits`
-agrees (llama-bench runs with every layer on the GPUs). Speed: |predicted / measured - 1| per row,
-summarised as median and 90th percentile. The tests (tests/test_accuracy.py) fail when these grow
-past the bounds the project has reached.
+agrees (llama-bench runs with every layer on the GPUs). Beside it the naive rule "weights <= total
+VRAM". Nothing is fitted on fit/OOM labels.
+
+The error band of each kind of answer (runtime x hardware x placement: advisor.engine.speed.
+answer_kind) is the leave-one-source-out error of the rows of that kind; a kind with fewer than
+`MIN_BAND_ROWS` rows is "not measured". tests/test_accuracy.py bounds the out-of-sample figures.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from calibrate import LINKS, Row, build_rows, fit_rules, in_fit  # noqa: E402
 from measurements import ROOT, SPEED_DATASETS, Case, load_cases, placer_for  # noqa: E402
 
 from advisor.catalog.load import load_catalog  # noqa: E402
-from advisor.engine.check import decode_seconds, prefill_seconds  # noqa: E402
+from advisor.catalog.rulebook import build_rulebook, rulebook_to_dict  # noqa: E402
+from advisor.engine import memory as mem  # noqa: E402
+
+MIN_BAND_ROWS = 10
+"""Held-out rows a kind of answer needs before it is given a band (fewer: "not measured")."""
+BANDS_TOML = ROOT / "rules" / "speed_bands.toml"
+GROUPS: dict[str, Callable[[Case], str]] = {"source": lambda c: c.dataset, "architecture": lambda c: c.family}
+TESTS = (("tg", "decode"), ("pp", "prefill"))
+
+Predictions = dict[int, float]
+"""id(row) -> predicted tokens/s."""
 
 
 @dataclass(frozen=True)
-class Outcome:
+class FitOutcome:
     case: Case
     fits: bool
-    predicted: float | None
+    naive_fits: bool
+    """The naive rule: the model file fits in the GPUs' total memory."""
 
 
-def predict(cases: list[Case], rules: dict | None = None) -> list[Outcome]:
+def fit_outcomes(cases: list[Case]) -> list[FitOutcome]:
+    """Fit/OOM predictions for the rows that carry a fit/OOM label (the tables that report OOM)."""
     catalog = load_catalog(user=False)
-    rules = rules or catalog.rules
     out = []
     for c in cases:
+        if not c.dataset.startswith("xiongjiedai"):
+            continue
         placer = placer_for(catalog, c)
-        p = placer.at(c.ctx)
-        pred = None
-        if p.fits:
-            args = (p, placer.rig, placer.model, placer.quant, placer.runtime, rules)
-            if c.test == "tg":
-                # llama-bench tg N generates N tokens from an empty cache: on average half-way deep.
-                pred = 1 / decode_seconds(*args, placer.options, c.ctx, depth=c.n_gen // 2)
-            else:
-                pred = c.n_prompt / prefill_seconds(*args, c.n_prompt)
-        out.append(Outcome(c, p.fits, pred))
+        vram = sum(g.spec.vram_gib for g in placer.rig.gpus) * 2**30
+        weights = mem.weights_layout(placer.model, placer.quant).total_bytes
+        out.append(FitOutcome(c, placer.at(c.ctx).fits, weights <= vram))
     return out
 
 
-def errors(outcomes: list[Outcome], test: str) -> list[tuple[Outcome, float]]:
-    return [(o, abs(o.predicted / o.case.measured - 1)) for o in outcomes
-            if o.case.test == test and o.case.measured and o.predicted]
+def in_sample(rows: list[Row], rules: dict) -> Predictions:
+    book = build_rulebook(fit_rules(rows, rules, quiet=True))
+    return {id(r): r.predicted_tokens_per_s(book) for r in rows}
+
+
+def held_out(rows: list[Row], rules: dict, group: Callable[[Case], str]) -> Predictions:
+    """Each scored row predicted by tables fitted without its group."""
+    scored = [r for r in rows if in_fit(r.case)]
+    out = {}
+    for g in sorted({group(r.case) for r in scored}):
+        book = build_rulebook(fit_rules([r for r in scored if group(r.case) != g], rules, quiet=True))
+        out.update({id(r): r.predicted_tokens_per_s(book) for r in scored if group(r.case) == g})
+    return out
+
+
+def naive_held_out(rows: list[Row], group: Callable[[Case], str]) -> Predictions:
+    """The naive baseline: one global fraction per test (the median measured/naive of the other groups)."""
+    scored = [r for r in rows if in_fit(r.case)]
+    out = {}
+    for test, _ in TESTS:
+        of_test = [r for r in scored if r.test == test]
+        for g in sorted({group(r.case) for r in of_test}):
+            train = [math.log(r.case.measured / r.naive) for r in of_test if group(r.case) != g]
+            frac = math.exp(statistics.median(train)) if train else 1.0
+            out.update({id(r): frac * r.naive for r in of_test if group(r.case) == g})
+    return out
+
+
+def errors(rows: list[Row], preds: Predictions, test: str) -> list[tuple[Row, float]]:
+    return [(r, abs(preds[id(r)] / r.case.measured - 1)) for r in rows if r.test == test and id(r) in preds]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -64,65 +112,118 @@ def pct(values: list[float], q: float) -> float:
     return values[min(int(q * len(values)), len(values) - 1)]
 
 
-def fit_rows_of(outcomes: list[Outcome]) -> list[Outcome]:
-    """Rows that carry a fit/OOM label: the datasets that report OOM alongside speeds."""
-    return [o for o in outcomes if o.case.dataset.startswith("xiongjiedai")]
+def stats(e: list[float]) -> dict:
+    return {"rows": len(e), "median": statistics.median(e) if e else float("nan"), "p90": pct(e, 0.9)}
 
 
-def summary(outcomes: list[Outcome]) -> dict:
-    fit_rows = fit_rows_of(outcomes)
-    right = sum(o.fits == (o.case.measured is not None) for o in fit_rows)
-    out = {"fit_right": right, "fit_rows": len(fit_rows)}
-    for test in ("tg", "pp"):
-        e = [x for o, x in errors(outcomes, test) if o.case.dataset in SPEED_DATASETS]
-        out[f"{test}_median"] = statistics.median(e) if e else float("nan")
-        out[f"{test}_p90"] = pct(e, 0.9)
-        out[f"{test}_rows"] = len(e)
+@dataclass
+class Accuracy:
+    rows: list[Row]
+    preds: dict[str, Predictions]
+    """'in sample', 'held out by source', 'held out by architecture', 'naive, held out by source', ..."""
+    fit: list[FitOutcome]
+
+    def summary(self, name: str, test: str) -> dict:
+        return stats([e for _, e in errors(self.rows, self.preds[name], test)])
+
+    def by(self, name: str, test: str, key: Callable[[Row], str]) -> dict[str, dict]:
+        groups: dict[str, list[float]] = defaultdict(list)
+        for r, e in errors(self.rows, self.preds[name], test):
+            groups[key(r)].append(e)
+        return {k: stats(v) for k, v in sorted(groups.items())}
+
+
+def measure(cases: list[Case] | None = None, groups: tuple[str, ...] = tuple(GROUPS)) -> Accuracy:
+    cases = load_cases() if cases is None else cases
+    rules = rulebook_to_dict(load_catalog(user=False).rules)
+    rows = [r for r in build_rows(cases) if in_fit(r.case)]
+    with LINKS:
+        preds = {"in sample": in_sample(rows, rules)}
+        for g in groups:
+            preds[f"held out by {g}"] = held_out(rows, rules, GROUPS[g])
+            preds[f"naive, held out by {g}"] = naive_held_out(rows, GROUPS[g])
+    return Accuracy(rows, preds, fit_outcomes(cases))
+
+
+def bands(acc: Accuracy) -> list[dict]:
+    """The error band of each kind of answer: leave-one-source-out error of its rows."""
+    out = []
+    loso = acc.preds["held out by source"]
+    for kind in sorted({r.kind for r in acc.rows}):
+        band: dict = {"kind": kind}
+        for test, name in TESTS:
+            e = [x for r, x in errors(acc.rows, loso, test) if r.kind == kind]
+            band[f"{name}_rows"] = len(e)
+            if len(e) >= MIN_BAND_ROWS:
+                band[f"{name}_p50_pct"] = round(statistics.median(e) * 100, 1)
+                band[f"{name}_p90_pct"] = round(pct(e, 0.9) * 100, 1)
+        band["sources"] = " ".join(sorted({r.case.source for r in acc.rows if r.kind == kind}))
+        out.append(band)
     return out
 
 
-def report(outcomes: list[Outcome]) -> str:
+def bands_toml(acc: Accuracy) -> str:
+    lines = ["# Error band per kind of answer, GENERATED by `python bench/accuracy.py --write`: do not edit.",
+             "# p50/p90 of |predicted / measured - 1| over the public measurements of that kind",
+             "# (tests/data/speed_measurements.csv), each row predicted by speed tables fitted without its",
+             "# source (leave one source out). Fewer than min_rows rows: no percentiles, the answer says",
+             "# \"not measured\". Read by advisor.engine.speed.error_band.",
+             f"min_rows = {MIN_BAND_ROWS}", ""]
+    for b in bands(acc):
+        lines.append(f'[band."{b["kind"]}"]')
+        for k, v in b.items():
+            if k != "kind":
+                lines.append(f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {v}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _row(label: str, s: dict) -> str:
+    return f"  {label:<40} {s['rows']:>5} {s['median']:>8.1%} {s['p90']:>8.1%}"
+
+
+def report(acc: Accuracy) -> str:
     lines = []
-    s = summary(outcomes)
-    lines.append(f"fit/OOM agreement (llama-bench, full offload): {s['fit_right']}/{s['fit_rows']} "
-                 f"({s['fit_right'] / max(s['fit_rows'], 1):.1%})")
-    for ds in sorted({o.case.dataset for o in fit_rows_of(outcomes)}):
-        rows = [o for o in outcomes if o.case.dataset == ds]
-        ok = sum(o.fits == (o.case.measured is not None) for o in rows)
-        lines.append(f"  {ds:<28} {ok}/{len(rows)}")
-    wrong = [o for o in outcomes if o.case.dataset.startswith("xiongjiedai") and o.fits != (o.case.measured is not None)]
-    for o in wrong[:20]:
+    right = sum(o.fits == (o.case.measured is not None) for o in acc.fit)
+    naive = sum(o.naive_fits == (o.case.measured is not None) for o in acc.fit)
+    n = max(len(acc.fit), 1)
+    lines.append(f"fit/OOM agreement (llama-bench, full offload), {len(acc.fit)} labelled rows: advisor "
+                 f"{right} ({right / n:.1%}), naive 'weights <= total VRAM' {naive} ({naive / n:.1%})")
+    for o in [o for o in acc.fit if o.fits != (o.case.measured is not None)][:20]:
         lines.append(f"  wrong: {o.case.dataset} {o.case.label}: predicted {'fit' if o.fits else 'OOM'}, "
                      f"measured {'OOM' if o.case.measured is None else 'ran'}")
-    for test, name in (("tg", "decode"), ("pp", "prefill")):
-        lines.append("")
-        lines.append(f"{name} ({test}): median {s[f'{test}_median']:.1%}, p90 {s[f'{test}_p90']:.1%} over "
-                     f"{s[f'{test}_rows']} llama-bench rows ({', '.join(SPEED_DATASETS)}; others listed, not counted)")
-        for key in ("dataset", "runtime", "family"):
-            groups: dict[str, list[float]] = defaultdict(list)
-            for o, e in errors(outcomes, test):
-                groups[getattr(o.case, key)].append(e)
-            lines.append(f"  {'by ' + key:<28} {'rows':>5} {'median':>8} {'p90':>8}")
-            for k, v in sorted(groups.items()):
-                lines.append(f"  {k:<28} {len(v):>5} {statistics.median(v):>8.1%} {pct(v, 0.9):>8.1%}")
+    sources = sorted({r.case.dataset for r in acc.rows})
+    lines.append(f"\nspeed rows scored: {len(acc.rows)} from {len(sources)} sources ({', '.join(sources)}); "
+                 f"the llama-bench tables {', '.join(SPEED_DATASETS)} and other runtimes' own results")
+    for test, name in TESTS:
+        lines.append(f"\n{name} ({test})")
+        lines.append(f"  {'':<40} {'rows':>5} {'median':>8} {'p90':>8}")
+        for label in acc.preds:
+            lines.append(_row(label, acc.summary(label, test)))
+        for key, label in ((lambda r: r.case.dataset, "source"), (lambda r: r.kind, "kind"),
+                           (lambda r: r.case.family, "architecture")):
+            lines.append(f"  held out by source, per {label}")
+            for k, s in acc.by("held out by source", test, key).items():
+                lines.append(_row("  " + k, s))
+    lines.append(f"\nerror bands (leave one source out; fewer than {MIN_BAND_ROWS} rows: not measured)")
+    for b in bands(acc):
+        parts = [f"{name} {b[name + '_p50_pct']:g}%/{b[name + '_p90_pct']:g}% (n={b[name + '_rows']})"
+                 if name + "_p50_pct" in b else f"{name} not measured (n={b[name + '_rows']})" for _, name in TESTS]
+        lines.append(f"  {b['kind']:<40} " + ", ".join(parts))
     return "\n".join(lines)
 
 
 def main() -> int:
     t0 = time.perf_counter()
-    outcomes = predict(load_cases())
-    print(report(outcomes))
+    acc = measure()
+    print(report(acc))
     if "--write" in sys.argv:
-        s = summary(outcomes)
-        path = ROOT / "rules" / "speed.toml"
-        src = path.read_text()
-        import re
-
-        src = re.sub(r"(?m)^decode_median_pct = .*$", f"decode_median_pct = {round(s['tg_median'] * 100)}", src)
-        src = re.sub(r"(?m)^prefill_median_pct = .*$", f"prefill_median_pct = {round(s['pp_median'] * 100)}", src)
-        path.write_text(src)
-        print(f"wrote the error band into {path}")
-    print(f"\n{len(outcomes)} rows in {time.perf_counter() - t0:.1f} s")
+        tmp = BANDS_TOML.with_suffix(".toml.tmp")
+        tmp.write_text(bands_toml(acc))
+        tmp.replace(BANDS_TOML)
+        print(f"wrote {BANDS_TOML}")
+    print(f"\n{len(acc.rows)} speed rows, {len(acc.fit)} fit rows in {time.perf_counter() - t0:.1f} s")
+    print("rows per test:", dict(Counter(r.test for r in acc.rows)))
     return 0
 
 

@@ -1,13 +1,19 @@
-"""Fit the speed rulebook (rules/speed.toml) to public llama.cpp measurements.
+"""Fit the speed rulebook (rules/speed.toml) to public measurements.
 
     python bench/calibrate.py            # print the fitted tables as TOML
     python bench/calibrate.py --write    # and write them into rules/speed.toml
+    python bench/calibrate.py --check    # exit 1 unless rules/speed.toml is what the data gives
 
 The placement of each measured run is fixed (llama-bench offloads everything); the script then
 runs the engine's own decode and prefill functions under trial values of the speed tables and
 fits them by coordinate descent on the mean absolute log error (robust to the few odd rows the
-sources contain). An architecture or kernel with fewer than `MIN_ROWS` measurements gets the
-median of the fitted ones as its `default`.
+sources contain). The start is fixed and nothing is random, so the same data always gives the same
+tables (tests/test_accuracy.py checks that rules/speed.toml is exactly that). A table entry (an
+architecture, a quant kernel, a backend) is fitted only where at least `MIN_ROWS` rows measure it;
+the rest share the `default`, the median of the fitted entries.
+
+bench/accuracy.py refits with whole groups of rows held out (`fit_rules` on a subset) to measure
+the error out of sample.
 """
 
 from __future__ import annotations
@@ -20,37 +26,97 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from measurements import ROOT, SPEED_DATASETS, load_cases, placer_for  # noqa: E402
+from measurements import ROOT, SPEED_DATASETS, Case, load_cases, placer_for  # noqa: E402
 
-from advisor.catalog.rulebook import build_rulebook, rulebook_to_dict  # noqa: E402
 from advisor.catalog.load import load_catalog  # noqa: E402
+from advisor.catalog.rulebook import build_rulebook, rulebook_to_dict  # noqa: E402
+from advisor.engine import check  # noqa: E402
+from advisor.engine import memory as mem  # noqa: E402
 from advisor.engine import speed as spd  # noqa: E402
 from advisor.engine.check import decode_seconds, prefill_seconds  # noqa: E402
 
-MIN_ROWS = 4
+MIN_ROWS = 8
+"""Rows an entry of a table needs before it gets its own fitted value (fewer: the default)."""
+SPEED_TOML = ROOT / "rules" / "speed.toml"
 
 
 @dataclass
 class Row:
+    case: Case
     test: str
     arch: str
     kernel: str
     backend: str
     measured_s: float
-    dataset: str
-    run: object
-    """Seconds for this row under a rules dict: a closure over the fixed placement."""
-    runtime: str = "llama.cpp"
+    run: Callable[[object], float]
+    """Seconds for this row under a Rulebook: a closure over the fixed placement."""
+    kind: str
+    """The kind of answer (advisor.engine.speed.answer_kind): what its error band is for."""
+    naive: float
+    """tokens/s of the naive baseline before its one global fraction: peak bandwidth over the model
+    file (decode), dense FP16 throughput over 2 x active parameters (prefill); GPUs add up only
+    in tensor parallel."""
+
+    @property
+    def dataset(self) -> str:
+        return self.case.dataset
+
+    @property
+    def runtime(self) -> str:
+        return self.case.runtime
+
+    def predicted_tokens_per_s(self, book) -> float:
+        n = self.case.n_prompt if self.test == "pp" else 1
+        return n / self.run(book)
 
 
-def build_rows() -> list[Row]:
+def in_fit(case: Case) -> bool:
+    """Rows the fit may use: the llama-bench tables, and other runtimes' own results."""
+    return case.dataset in SPEED_DATASETS or case.runtime != "llama.cpp"
+
+
+class _LinkTimes:
+    """`link_times` once per (placement, prompt, streams) while fitting: it reads only
+    rules["interconnect"], which the fit never changes, and it is half the cost of a prediction.
+    Outside `with LINKS:` (and for any other call) it is the engine's own function."""
+
+    def __init__(self, inner: Callable) -> None:
+        self.inner, self.memo, self.keep, self.active = inner, {}, [], 0
+
+    def __enter__(self) -> None:
+        self.active += 1
+
+    def __exit__(self, *exc) -> None:
+        self.active -= 1
+        if not self.active:
+            self.memo.clear()
+            self.keep.clear()
+
+    def __call__(self, placement, rig, model, runtime_id, rules, prompt_tokens, streams, **kw):
+        if not self.active or kw:
+            return self.inner(placement, rig, model, runtime_id, rules, prompt_tokens, streams, **kw)
+        key = (id(placement), id(rig), runtime_id, prompt_tokens, streams)
+        if key not in self.memo:
+            self.keep.append((placement, rig))  # their ids stay theirs while the memo lives
+            self.memo[key] = self.inner(placement, rig, model, runtime_id, rules, prompt_tokens, streams)
+        return self.memo[key]
+
+
+if not isinstance(check.link_times, _LinkTimes):
+    check.link_times = _LinkTimes(check.link_times)
+LINKS: _LinkTimes = check.link_times
+
+
+def build_rows(cases: list[Case] | None = None) -> list[Row]:
+    """Every measured speed whose run fits its rig, with its placement fixed."""
     catalog = load_catalog(user=False)
     rows = []
-    for c in load_cases(catalog):
-        if c.measured is None or (c.dataset not in SPEED_DATASETS and c.runtime == "llama.cpp"):
+    for c in cases if cases is not None else load_cases(catalog):
+        if c.measured is None:
             continue
         placer = placer_for(catalog, c)
         p = placer.at(c.ctx)
@@ -58,47 +124,77 @@ def build_rows() -> list[Row]:
             continue
         g = placer.rig.gpus[0].spec
         args = (p, placer.rig, placer.model, placer.quant, placer.runtime)
+        parallel = len(placer.rig.gpus) if p.strategy == "tensor_parallel" else 1
         if c.test == "tg":
+            naive = g.memory_bandwidth_gb_s * 1e9 * parallel / mem.weights_layout(placer.model, placer.quant).total_bytes
+        else:
+            naive = g.fp16_tflops * 1e12 * parallel / (2 * placer.model.params_active)
+        if c.test == "tg":
+            # llama-bench tg N generates N tokens from an empty cache: on average half-way deep.
             run = (lambda a, o, ctx, depth: lambda rules: decode_seconds(*a, rules, o, ctx, depth=depth))(
                 args, placer.options, c.ctx, c.n_gen // 2)
             measured = 1 / c.measured
         else:
             run = (lambda a, n: lambda rules: prefill_seconds(*a, rules, n))(args, c.n_prompt)
             measured = c.n_prompt / c.measured
-        rows.append(Row(c.test, g.arch, placer.quant.kernel, spd.backend_of(g, placer.runtime), measured,
-                        c.dataset, run, c.runtime))
+        rows.append(Row(c, c.test, g.arch, placer.quant.kernel, spd.backend_of(g, placer.runtime), measured, run,
+                        spd.answer_kind(p, placer.rig, placer.model, placer.runtime), naive))
     return rows
+
+
+def _err(row: Row, book) -> float:
+    return abs(math.log(row.run(book) / row.measured_s))
 
 
 def loss(rows: list[Row], rules: dict) -> float:
     """Mean |log error| under a rulebook given as the plain dict its TOML parses to."""
     book = build_rulebook(rules)
-    return sum(abs(math.log(r.run(book) / r.measured_s)) for r in rows) / max(len(rows), 1)
+    return sum(_err(r, book) for r in rows) / max(len(rows), 1)
 
 
-def fit(rows: list[Row], test: str, rules: dict) -> dict:
-    """Coordinate descent over the section's tables; returns the fitted section."""
+def _depends(row: Row, table: str, key: str | None) -> bool:
+    """Whether a row's prediction reads this entry while the section is fitted (defaults stay fixed)."""
+    if key is None:
+        return True
+    return {"arch_efficiency": row.arch, "kernel_factor": row.kernel, "per_layer_us": row.backend}[table] == key
+
+
+START = {"decode": {"arch_efficiency": 0.8, "per_token_us": 1000.0},
+         "prefill": {"arch_efficiency": 0.5, "attention_efficiency": 0.1}}
+"""The fixed start of the descent (whatever rules/speed.toml holds, the fit starts here)."""
+
+
+def _start(part: str, archs=(), kernels=(), backends=()) -> dict:
+    eff = START[part]["arch_efficiency"]
+    glob = "per_token_us" if part == "decode" else "attention_efficiency"
+    return {"arch_efficiency": {"default": eff, **{a: eff for a in archs}},
+            "kernel_factor": {"default": 1.0, "f16": 1.0, "f32": 1.0, **{k: 1.0 for k in kernels}},
+            "per_layer_us": {"default": 20.0, **{b: 20.0 for b in backends}},
+            glob: START[part][glob]}
+
+
+def fit(rows: list[Row], test: str, rules: dict, quiet: bool = False) -> dict:
+    """Coordinate descent over the section's tables from a fixed start; returns the fitted section."""
     part = "decode" if test == "tg" else "prefill"
     rows = [r for r in rows if r.test == test and r.runtime == "llama.cpp"]
     rules = copy.deepcopy(rules)
     sec = rules["speed"][part]
-    start_eff = 0.8 if test == "tg" else 0.5
-    sec["arch_efficiency"] = {"default": start_eff, **{a: start_eff for a, n in Counter(r.arch for r in rows).items()
-                                                      if n >= MIN_ROWS}}
-    sec["kernel_factor"] = {"default": 1.0, "f16": 1.0, "f32": 1.0,
-                            **{k: 1.0 for k, n in Counter(r.kernel for r in rows).items()
-                               if n >= MIN_ROWS and k not in ("f16", "f32")}}
-    sec["per_layer_us"] = {"default": 20.0, **{b: 20.0 for b, n in Counter(r.backend for r in rows).items()
-                                               if n >= MIN_ROWS}}
-    keys = [("arch_efficiency", k) for k in sec["arch_efficiency"] if k != "default"]
-    keys += [("kernel_factor", k) for k in sec["kernel_factor"] if k not in ("default", "f16", "f32")]
-    keys += [("per_layer_us", k) for k in sec["per_layer_us"] if k != "default"]
+    archs = sorted(a for a, n in Counter(r.arch for r in rows).items() if n >= MIN_ROWS)
+    kernels = sorted(k for k, n in Counter(r.kernel for r in rows).items()
+                     if n >= MIN_ROWS and k not in ("f16", "f32"))
+    backends = sorted(b for b, n in Counter(r.backend for r in rows).items() if n >= MIN_ROWS)
+    sec.update(_start(part, archs, kernels, backends))
+    keys = [("arch_efficiency", k) for k in archs] + [("kernel_factor", k) for k in kernels]
+    keys += [("per_layer_us", k) for k in backends]
     keys += [("per_token_us", None)] if test == "tg" else [("attention_efficiency", None)]
-    best = loss(rows, rules)
+    book = build_rulebook(rules)
+    errs = [_err(r, book) for r in rows]
+    best = sum(errs)
     step = 0.4
     while step > 0.004:
         improved = False
         for table, key in keys:
+            touched = [i for i, r in enumerate(rows) if _depends(r, table, key)]
             for factor in (1 + step, 1 / (1 + step)):
                 old = sec[table] if key is None else sec[table][key]
                 new = old * factor
@@ -110,9 +206,12 @@ def fit(rows: list[Row], test: str, rules: dict) -> dict:
                     sec[table] = new
                 else:
                     sec[table][key] = new
-                trial = loss(rows, rules)
+                trial_errs, book = list(errs), build_rulebook(rules)
+                for i in touched:
+                    trial_errs[i] = _err(rows[i], book)
+                trial = sum(trial_errs)
                 if trial < best - 1e-9:
-                    best, improved = trial, True
+                    best, errs, improved = trial, trial_errs, True
                     break
                 if key is None:
                     sec[table] = old
@@ -128,11 +227,12 @@ def fit(rows: list[Row], test: str, rules: dict) -> dict:
     fitted = [v for k, v in sec["per_layer_us"].items() if k != "default"]
     if fitted:
         sec["per_layer_us"]["default"] = max(fitted)
-    print(f"# {part}: mean |log error| {best:.3f} over {len(rows)} rows", file=sys.stderr)
+    if not quiet:
+        print(f"# {part}: mean |log error| {best / max(len(rows), 1):.3f} over {len(rows)} rows", file=sys.stderr)
     return sec
 
 
-def fit_runtime(rows: list[Row], runtime: str, rules: dict) -> dict | None:
+def fit_runtime(rows: list[Row], runtime: str, rules: dict, quiet: bool = False) -> dict | None:
     """Another runtime's own fixed decode costs (per token, per layer), the fractions kept from llama.cpp."""
     rows = [r for r in rows if r.runtime == runtime and r.test == "tg"]
     if len(rows) < MIN_ROWS:
@@ -146,8 +246,27 @@ def fit_runtime(rows: list[Row], runtime: str, rules: dict) -> dict | None:
             trial = loss(rows, rules)
             if trial < best_loss:
                 best, best_loss = dict(table[runtime]), trial
-    print(f"# {runtime}: mean |log error| {best_loss:.3f} over {len(rows)} rows", file=sys.stderr)
+    if not quiet:
+        print(f"# {runtime}: mean |log error| {best_loss:.3f} over {len(rows)} rows", file=sys.stderr)
     return best
+
+
+def fit_rules(rows: list[Row], rules: dict, quiet: bool = False) -> dict:
+    """The rulebook (as a plain dict) with its speed tables fitted on `rows` (those `in_fit`)."""
+    with LINKS:
+        return _fit_rules([r for r in rows if in_fit(r.case)], rules, quiet)
+
+
+def _fit_rules(rows: list[Row], rules: dict, quiet: bool) -> dict:
+    fitted = copy.deepcopy(rules)
+    for part in ("decode", "prefill"):  # nothing of the stored tables enters the fit
+        fitted["speed"][part].update(_start(part))
+    fitted["speed"].pop("by_runtime", None)
+    fitted["speed"]["decode"].update(fit(rows, "tg", fitted, quiet))
+    fitted["speed"]["prefill"].update(fit(rows, "pp", fitted, quiet))  # its stream floor reads decode's
+    own = {rt: fit_runtime(rows, rt, fitted, quiet) for rt in sorted({r.runtime for r in rows} - {"llama.cpp"})}
+    fitted["speed"]["by_runtime"] = {rt: v for rt, v in own.items() if v}
+    return fitted
 
 
 def _inline(d: dict, digits: int) -> str:
@@ -155,15 +274,10 @@ def _inline(d: dict, digits: int) -> str:
                             for k, v in d.items()) + " }"
 
 
-def main() -> int:
-    rules = rulebook_to_dict(load_catalog(user=False).rules)
-    rows = build_rows()
-    dec, pre = fit(rows, "tg", rules), fit(rows, "pp", rules)
-    fitted = copy.deepcopy(rules)
-    fitted["speed"]["decode"].update(dec)
-    own = {rt: fit_runtime(rows, rt, fitted) for rt in sorted({r.runtime for r in rows} - {"llama.cpp"})}
-    print(f"# rows used: {dict(Counter((r.test, r.dataset) for r in rows))}")
-    text = {
+def toml_values(fitted: dict) -> dict[tuple[str, str], str]:
+    """(section, key) -> the TOML value text, rounded as rules/speed.toml stores it."""
+    dec, pre = fitted["speed"]["decode"], fitted["speed"]["prefill"]
+    return {
         ("decode", "arch_efficiency"): _inline(dec["arch_efficiency"], 3),
         ("decode", "kernel_factor"): _inline(dec["kernel_factor"], 3),
         ("decode", "per_layer_us"): _inline(dec["per_layer_us"], 1),
@@ -172,23 +286,52 @@ def main() -> int:
         ("prefill", "kernel_factor"): _inline(pre["kernel_factor"], 3),
         ("prefill", "per_layer_us"): _inline(pre["per_layer_us"], 1),
         ("prefill", "attention_efficiency"): f"{round(pre['attention_efficiency'], 4)}",
-        **{("by_runtime", rt): _inline(v, 1) for rt, v in own.items() if v},
+        **{("by_runtime", f'"{rt}"'): _inline(v, 1) for rt, v in fitted["speed"]["by_runtime"].items()},
     }
+
+
+def _block(src: str, sec: str) -> tuple[int, int]:
+    start = src.index(f"[{sec}]")
+    end = src.find("\n[", start + 1)
+    return start, len(src) if end < 0 else end
+
+
+def stored_values(src: str, keys) -> dict[tuple[str, str], str | None]:
+    """The same (section, key) values as rules/speed.toml's text has them."""
+    out = {}
+    for sec, key in keys:
+        start, end = _block(src, sec)
+        m = re.search(rf"(?m)^{re.escape(key)} = (.*)$", src[start:end])
+        out[(sec, key)] = m.group(1).strip() if m else None
+    return out
+
+
+def with_values(src: str, text: dict[tuple[str, str], str]) -> str:
+    for (sec, key), val in text.items():
+        start, end = _block(src, sec)
+        block, n = re.subn(rf"(?m)^{re.escape(key)} = .*$", f"{key} = {val}", src[start:end])
+        if not n:
+            block = block.rstrip("\n") + f"\n{key} = {val}\n"
+        src = src[:start] + block + src[end:]
+    return src
+
+
+def main() -> int:
+    rules = rulebook_to_dict(load_catalog(user=False).rules)
+    rows = build_rows()
+    text = toml_values(fit_rules(rows, rules))
+    print(f"# rows used: {dict(sorted(Counter((r.test, r.dataset) for r in rows if in_fit(r.case)).items()))}")
     for (sec, key), val in text.items():
         print(f"[{sec}] {key} = {val}")
+    src = SPEED_TOML.read_text()
+    if "--check" in sys.argv:
+        stale = {k: v for k, v in stored_values(src, text).items() if v != text[k]}
+        for (sec, key), val in stale.items():
+            print(f"stale: [{sec}] {key} = {val}, the data gives {text[(sec, key)]}", file=sys.stderr)
+        return 1 if stale else 0
     if "--write" in sys.argv:
-        path = ROOT / "rules" / "speed.toml"
-        src = path.read_text()
-        for (sec, key), val in text.items():
-            if sec == "by_runtime":
-                key = f'"{key}"'
-            block_start = src.index(f"[{sec}]")
-            block_end = src.find("\n[", block_start + 1)
-            block_end = len(src) if block_end < 0 else block_end
-            block = re.sub(rf"(?m)^{key} = .*$", f"{key} = {val}", src[block_start:block_end])
-            src = src[:block_start] + block + src[block_end:]
-        path.write_text(src)
-        print(f"wrote {path}")
+        SPEED_TOML.write_text(with_values(src, text))
+        print(f"wrote {SPEED_TOML}")
     return 0
 
 

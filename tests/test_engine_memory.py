@@ -173,10 +173,10 @@ def test_max_context_is_largest_that_fits(catalog):
 
 def test_best_quant_is_chosen_and_said(catalog):
     rig = rig_from_flags(catalog, ["rtx-3090"], ram=64)
-    r = evaluate(catalog, rig, "llama-3.1-8b")
+    r = evaluate(catalog, rig, catalog.models["llama-3.1-8b"])
     assert r.quant_chosen and r.fits and r.quant.id in ("F16", "Q8_0")
     assert any(f.code == "QNT001" for f in r.findings)
-    big = evaluate(catalog, rig, "llama-3.1-405b")
+    big = evaluate(catalog, rig, catalog.models["llama-3.1-405b"])
     assert not big.fits and big.quant.id == "Q4_K_M"
 
 

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advisor.catalog.load import load_catalog
+from advisor.catalog.resolve import resolve
 from advisor.engine.check import evaluate, resolve_quant
 from advisor.engine.options import Options
 from advisor.engine.placement import Placer
@@ -78,7 +79,7 @@ def test_more_bits_never_need_less_memory(model, i, ctx):
 def test_nothing_but_advisor_error_escapes(model, gpu, n, quant, ctx, conc, runtime, kv, split, workload):
     try:
         rig = rig_from_flags(CAT, [f"{n}x{gpu}"], ram=64)
-        r = evaluate(CAT, rig, model, Options(quant=quant, ctx=ctx, concurrency=conc, runtime=runtime, kv_type=kv,
+        r = evaluate(CAT, rig, CAT.models[resolve(CAT.models, model, "model")], Options(quant=quant, ctx=ctx, concurrency=conc, runtime=runtime, kv_type=kv,
                                               split=split, workload=workload))
     except AdvisorError:
         return
@@ -90,5 +91,5 @@ def test_nothing_but_advisor_error_escapes(model, gpu, n, quant, ctx, conc, runt
 
 def test_one_gpu_is_not_applicable():
     for model in ("llama-3.1-8b", "qwen3-32b"):
-        r = evaluate(CAT, rig_from_flags(CAT, ["rtx-4090"], ram=64), model)
+        r = evaluate(CAT, rig_from_flags(CAT, ["rtx-4090"], ram=64), CAT.models[model])
         assert r.interconnect.nvlink == "not_applicable"

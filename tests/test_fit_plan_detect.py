@@ -104,8 +104,8 @@ def test_concurrency_batches_decode(catalog):
     from advisor.engine.check import evaluate
 
     rig = rig_from_flags(catalog, ["h100-sxm"], ram=256)
-    one = evaluate(catalog, rig, "llama-3.1-8b", Options(quant="BF16", runtime="vllm", ctx=4096))
-    many = evaluate(catalog, rig, "llama-3.1-8b", Options(quant="BF16", runtime="vllm", ctx=4096, concurrency=16))
+    one = evaluate(catalog, rig, catalog.models["llama-3.1-8b"], Options(quant="BF16", runtime="vllm", ctx=4096))
+    many = evaluate(catalog, rig, catalog.models["llama-3.1-8b"], Options(quant="BF16", runtime="vllm", ctx=4096, concurrency=16))
     assert many.speed.aggregate_decode_tokens_per_s > 4 * one.speed.decode_tokens_per_s
     assert many.speed.per_stream_decode_tokens_per_s < one.speed.decode_tokens_per_s
     assert many.kv_cache_bytes == 16 * one.kv_cache_bytes

@@ -13,7 +13,7 @@ from advisor.probe.flags import rig_from_flags
 
 def verdict(catalog, model, gpus, pcie=None, nvlink=False, **opts):
     rig = rig_from_flags(catalog, gpus, nvlink=nvlink, pcie=pcie, ram=128)
-    return evaluate(catalog, rig, model, Options(**opts))
+    return evaluate(catalog, rig, catalog.models[model], Options(**opts))
 
 
 @pytest.mark.parametrize("pcie", [None, "4x8", "3x4", "3x1", "2x1"])
@@ -99,7 +99,7 @@ def test_layer_split_across_machines_is_fine(catalog, tmp_path):
     from advisor.probe.rigfile import load_rig
 
     rig = load_rig(catalog, _two_boxes(tmp_path))
-    r = evaluate(catalog, rig, "llama-3.1-70b", Options(quant="Q8_0"))
+    r = evaluate(catalog, rig, catalog.models["llama-3.1-70b"], Options(quant="Q8_0"))
     assert r.placement.strategy == "layer_split" and r.interconnect.link_time_share < 0.02
     assert any(f.code == "NVL005" and f.severity == "info" for f in r.findings)
 
@@ -108,7 +108,7 @@ def test_tensor_parallel_across_machines_is_warned_against(catalog, tmp_path):
     from advisor.probe.rigfile import load_rig
 
     rig = load_rig(catalog, _two_boxes(tmp_path))
-    r = evaluate(catalog, rig, "qwen2.5-72b", Options(quant="awq", runtime="vllm"))
+    r = evaluate(catalog, rig, catalog.models["qwen2.5-72b"], Options(quant="awq", runtime="vllm"))
     assert r.placement.strategy == "tensor_parallel" and r.interconnect.link_time_share > 0.2
     assert any(f.code == "NVL005" and f.severity == "warning" and "pipeline" in f.message for f in r.findings)
 

@@ -101,7 +101,7 @@ def test_catalog_and_real_gguf_agree_on_fit(tmp_path, catalog, gpu, ctx):
     assert lm.exact and lm.layout.total_bytes == total
     rig = rig_from_flags(catalog, [gpu], ram=64)
     from_file = evaluate(catalog, rig, lm, Options(ctx=ctx))
-    from_catalog = evaluate(catalog, rig, "llama-3.1-8b", Options(quant="Q8_0", ctx=ctx))
+    from_catalog = evaluate(catalog, rig, catalog.models["llama-3.1-8b"], Options(quant="Q8_0", ctx=ctx))
     assert from_file.fits == from_catalog.fits
     assert from_file.runs == from_catalog.runs
     w_file = sum(d.weights_bytes for d in from_file.placement.devices) + from_file.placement.host.weights_bytes

@@ -131,7 +131,7 @@ def test_minimal_dump_with_unreadable_memory_is_unified_and_null():
     (b"", "not valid XML"),
     (b"this is not xml at all", "not valid XML"),
     (b"<html><body>nvidia</body></html>", "root element <html>"),
-    ("<nvidia_smi_log/>".encode("utf-16"), "UTF-8"),
+    ("<nvidia_smi_log>\x00</nvidia_smi_log>".encode("utf-16"), "UTF-8"),
 ])
 def test_bad_xml_raises_advisor_error(data, words):
     with pytest.raises(AdvisorError) as err:
@@ -236,3 +236,11 @@ def test_topo_rejects_text_without_a_matrix():
     with pytest.raises(AdvisorError):
         read_topo_matrix("\tGPU0\tGPU1\nGPU0\t X \tFOO\nGPU1\tFOO\t X \n")
     assert topology_cell("SOC") == "SYS" and topology_cell("nv4") == "NV4" and topology_cell("0-31") is None
+
+
+def test_utf16_and_bom_dumps_read_like_utf8():
+    """PowerShell's `nvidia-smi -q -x > rig.xml` writes UTF-16 with a BOM; Notepad adds a UTF-8 BOM."""
+    text = GOOD.decode("utf-8")
+    want = read_smi_xml(GOOD)
+    assert read_smi_xml(text.encode("utf-16")) == want
+    assert read_smi_xml(b"\xef\xbb\xbf" + GOOD) == want

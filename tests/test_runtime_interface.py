@@ -49,8 +49,8 @@ def test_a_user_runtime_like_llama_cpp_answers_like_llama_cpp(_isolated_user_dir
     mine = catalog.runtimes["my-llama"]
     assert mine.name == "My llama.cpp build" and mine.kv_pad_cells == catalog.runtimes["llama.cpp"].kv_pad_cells
     rig = rig_from_flags(catalog, gpus) if gpus else rig_from_flags(catalog, [])
-    ref = evaluate(catalog, rig, model, Options(runtime="llama.cpp", **opts))
-    got = evaluate(catalog, rig, model, Options(runtime="my-llama", **opts))
+    ref = evaluate(catalog, rig, catalog.models[model], Options(runtime="llama.cpp", **opts))
+    got = evaluate(catalog, rig, catalog.models[model], Options(runtime="my-llama", **opts))
     assert got.runtime.id == "my-llama"
     assert _answer(got) == _answer(ref)
 
@@ -62,8 +62,8 @@ def test_a_declared_field_changes_that_behaviour_only(_isolated_user_dir, catalo
     user = load_catalog()
     rig = rig_from_flags(user, ["rtx-3090"])
     opts = dict(quant="Q4_K_M", ctx=1000)
-    padded = evaluate(user, rig, "llama-3.1-8b", Options(runtime="llama.cpp", **opts))
-    plain = evaluate(user, rig, "llama-3.1-8b", Options(runtime="unpadded", **opts))
+    padded = evaluate(user, rig, user.models["llama-3.1-8b"], Options(runtime="llama.cpp", **opts))
+    plain = evaluate(user, rig, user.models["llama-3.1-8b"], Options(runtime="unpadded", **opts))
     # Llama 3.1 8B: 32 layers x 8 KV heads x 128 x 2 (K and V) x 2 bytes = 128 KiB per token
     assert padded.kv_cache_bytes == 1024 * 128 * 1024
     assert plain.kv_cache_bytes == 1000 * 128 * 1024

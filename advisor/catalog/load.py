@@ -30,8 +30,12 @@ from advisor.catalog.rulebook import Rulebook, build_rulebook
 from advisor.errors import AdvisorError
 
 USER_DIR_ENV = "ADVISOR_CONFIG_DIR"
-MAX_TOML_BYTES = 8 * 1024 * 1024
-"""A catalog file larger than this is refused before it is read (nothing legitimate comes close)."""
+MAX_TOML_BYTES = 512 * 1024
+"""A catalog or rig file larger than this is refused before it is read (the largest built-in file,
+models.toml, is under 100 KB; parsing 512 KiB of tiny tables takes about half a second)."""
+MAX_USER_ENTRIES = 2000
+"""Entries in one user catalog file (the whole built-in catalog has a few hundred): more is refused
+unvalidated, so a generated file cannot keep every command busy."""
 
 # Which array-of-tables key holds which entry type.
 KINDS: dict[str, type] = {
@@ -89,19 +93,40 @@ def read_toml(path: Path) -> dict[str, Any]:
         import tomllib
     else:  # pragma: no cover - exercised on Python 3.10 only
         import tomli as tomllib
+    from advisor.errors import one_line
+    from advisor.files import read_limited
+
+    raw = read_limited(path, MAX_TOML_BYTES, "a catalog or rig file")
+    where = one_line(str(path), 300)
     try:
-        size = path.stat().st_size
-        if size > MAX_TOML_BYTES:
-            raise AdvisorError(f"{path}: {size} bytes is too large for a catalog or rig file",
-                               f"the limit is {MAX_TOML_BYTES} bytes")
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise AdvisorError(f"{path}: malformed TOML: {exc}", "fix the file or remove it") from None
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise AdvisorError(f"{path}: not a text file (TOML must be UTF-8)", "is this the right file?") from None
-    except OSError as exc:
-        raise AdvisorError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise AdvisorError(f"{where}: not a text file (TOML must be UTF-8)",
+                           _what_is_it(raw) or "is this the right file?") from None
+    try:
+        return tomllib.loads(text.removeprefix("\ufeff"))
+    except tomllib.TOMLDecodeError as exc:
+        other = _what_is_it(raw)
+        if other:
+            raise AdvisorError(f"{where}: not a TOML file: {other}") from None
+        raise AdvisorError(f"{where}: malformed TOML: {exc}", "fix the file or remove it") from None
+    except RecursionError:
+        raise AdvisorError(f"{where}: nested too deeply to be a catalog or rig file",
+                           "fix the file or remove it") from None
+
+
+def _what_is_it(raw: bytes) -> str:
+    """A hint for a file that is not TOML but something the user may have meant to pass."""
+    head = raw[:4096].lstrip(b"\xef\xbb\xbf\xff\xfe \t\r\n\x00")
+    if head.startswith(b"<"):
+        return "this looks like XML: `advisor detect --from FILE` reads an `nvidia-smi -q -x` dump"
+    if b"NVSMI LOG" in raw[:4096]:
+        return ("this is `nvidia-smi -q` text: capture `nvidia-smi -q -x` (XML) instead and pass it to "
+                "`advisor detect --from`")
+    if b"GPU0" in head and (b" X " in head or b"\tX\t" in head or b"Legend" in raw):
+        return ("this is `nvidia-smi topo -m` output, not a rig file: put its matrix in a rig file as "
+                "`topology = [...]`")
+    return ""
 
 
 def _build(cls: type, data: dict[str, Any]) -> Any:
@@ -152,6 +177,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "large_fraction": (0, 1), "nvidia_reserved_mib": (0, 1e5), "os_reserve_gib": (0, 1e4),
     "default_ram_bandwidth_gb_s": (0.001, 1e5), "default_ram_gib": (0.001, 1e6), "pipeline_microbatches": (1, 1e4),
     "helps_above": (1, 100), "needed_above": (1, 100), "reading_tokens_per_s": (0, 1e4),
+    "count": (1, 64), "memory_gib": (0, 65536), "node": (0, 1024), "ram_bandwidth_gb_s": (0.1, 1e5),
 }
 
 
@@ -170,6 +196,8 @@ def out_of_bounds(obj: Any, prefix: str = "") -> list[str]:
         problems.append("kv_heads is larger than attention_heads")
     if not prefix and getattr(obj, "params_active", 0) > getattr(obj, "params_total", 1 << 62):
         problems.append("params_active is larger than params_total")
+    if not prefix and getattr(obj, "experts_active", 0) > getattr(obj, "experts", 1 << 62):
+        problems.append("experts_active is larger than experts")
     return problems
 
 
@@ -209,40 +237,77 @@ def load_catalog(user: Path | None | bool = None) -> Catalog:
     return _load_catalog(None if user is None else (False if user is False else Path(user)))
 
 
+CACHE_FORMAT = 2
+"""Bumped whenever what the cache holds changes shape; part of the cache's name with the version."""
+MAX_CACHE_BYTES = 32 * 1024 * 1024
+
+
 def _builtin_data() -> list[tuple[str, bool, dict[str, Any]]]:
     """(file stem, is a rules file, parsed TOML) for every built-in file.
 
     Parsing the TOML is most of a cold start, so the parsed data is cached as JSON (data only,
-    never code) under the user's cache dir, keyed by each file's name, size and mtime; a stale or
-    unreadable cache is simply rebuilt.
+    never code) under the user's cache dir. The cache's name carries the code version, the
+    format and each file's name, size and mtime; its first line carries a SHA-256 of the rest, and
+    the data must have the shape parsed TOML has. A cache that is stale, edited, truncated, of the
+    wrong shape or not a regular file is ignored and rebuilt.
     """
     import json
     import zlib
+
+    from advisor import __version__
 
     shipped = Path(__file__).resolve().parent.parent / "_data" / "catalog.json"
     if shipped.is_file():  # a wheel install: parsed at build time from these same files (hatch_build.py)
         return [(stem, rules, data) for stem, rules, data in json.loads(shipped.read_text(encoding="utf-8"))]
     db_dir, rules_dir = builtin_dirs()
     paths = _toml_files(db_dir) + _toml_files(rules_dir)
-    stamp = repr([(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths]).encode()
+    stamp = repr([__version__, CACHE_FORMAT]
+                 + [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths]).encode()
     key = f"{zlib.crc32(stamp):08x}{zlib.adler32(stamp):08x}"
     folder = cache_dir()
-    cached = folder / f"catalog-{key}.json" if folder else None
+    cached = folder / f"catalog-v{CACHE_FORMAT}-{key}.json" if folder else None
+    stems = [(p.stem, p.parent == rules_dir) for p in paths]
     if cached is not None:
-        try:
-            return [(stem, rules, data) for stem, rules, data in json.loads(cached.read_text(encoding="utf-8"))]
-        except (OSError, ValueError, TypeError):
-            pass
+        data = _read_cache(cached, key, stems)
+        if data is not None:
+            return data
     out = [(p.stem, p.parent == rules_dir, read_toml(p)) for p in paths]
     if cached is not None:
         try:
+            from advisor.files import write_atomic
+
             cached.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(out), encoding="utf-8")
-            os.replace(tmp, cached)
-        except OSError:
+            body = json.dumps(out)
+            write_atomic(cached, json.dumps({"key": key, "sha256": _sha256(body)}) + "\n" + body)
+        except (OSError, AdvisorError):
             pass
     return out
+
+
+def _sha256(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _read_cache(path: Path, key: str, stems: list[tuple[str, bool]]) -> list[tuple[str, bool, dict[str, Any]]] | None:
+    """The cached parse, or None when it is missing or cannot be trusted (then it is rebuilt)."""
+    import json
+
+    from advisor.files import read_limited
+
+    try:
+        head, _, body = read_limited(path, MAX_CACHE_BYTES, "the catalog cache").decode("utf-8").partition("\n")
+        meta = json.loads(head)
+        if not (isinstance(meta, dict) and meta.get("key") == key and meta.get("sha256") == _sha256(body)):
+            return None
+        data = json.loads(body)
+    except (AdvisorError, ValueError, RecursionError):
+        return None
+    if not (isinstance(data, list) and [tuple(e[:2]) for e in data if isinstance(e, list)] == stems
+            and all(len(e) == 3 and isinstance(e[2], dict) for e in data)):
+        return None
+    return [(stem, rules, entry) for stem, rules, entry in data]
 
 
 @lru_cache(maxsize=4)
@@ -261,11 +326,17 @@ def _load_catalog(user: Path | None | bool) -> Catalog:
             rules[stem] = data
     if user is not False:
         folder = user_dir() if user is None else user
-        for path in _toml_files(folder):
-            problems = merge_user_file(path, tables)
+        paths = _toml_files(folder)
+        owner: dict[tuple[str, str], Path] = {}
+        for path in paths:
+            problems = merge_user_file(path, tables, owner)
             if problems:
                 raise AdvisorError(f"{problems[0]}",
                                    f"run `advisor catalog validate` to see every problem; files are in {folder}")
+        problems = _cross_check(tables) if paths else []
+        if problems:
+            raise AdvisorError(f"{folder}: {problems[0]}",
+                               f"run `advisor catalog validate` to see every problem; files are in {folder}")
     return Catalog(
         gpus=tables["gpu"], models=tables["model"], quants=tables["quant"],
         runtimes=tables["runtime"], presets=tables["preset"], rules=build_rulebook(rules),
@@ -284,13 +355,18 @@ def _inherit(entry: dict[str, Any], known: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in base.items() if k not in ("aliases", "notes")}, **entry}
 
 
-def merge_user_file(path: Path, tables: dict[str, dict[str, Any]]) -> list[str]:
-    """Merge one user file over `tables` by id (fields override); return the problems found."""
+def merge_user_file(path: Path, tables: dict[str, dict[str, Any]],
+                    owner: dict[tuple[str, str], Path] | None = None) -> list[str]:
+    """Merge one user file over `tables` by id (fields override); return the problems found.
+    `owner` remembers which user file defined each id, so two user files cannot both define one."""
     try:
         data = read_toml(path)
     except AdvisorError as exc:
         return [exc.message]
     problems: list[str] = []
+    count = sum(len(v) for k, v in data.items() if k in KINDS and isinstance(v, list))
+    if count > MAX_USER_ENTRIES:
+        return [f"{path}: {count} entries is more than the {MAX_USER_ENTRIES} a catalog file may hold"]
     for kind in data:
         if kind not in KINDS:
             problems.append(f"{path}: unknown table [[{kind}]] (expected one of: {', '.join(KINDS)})")
@@ -303,6 +379,11 @@ def merge_user_file(path: Path, tables: dict[str, dict[str, Any]]) -> list[str]:
             if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
                 problems.append(f"{path}: [[{kind}]] #{n}: every entry needs a string `id`")
                 continue
+            if owner is not None:
+                first = owner.setdefault((kind, entry["id"]), path)
+                if first != path:
+                    problems.append(f"{path}: [[{kind}]] id={entry['id']!r}: also defined in {first}; keep one")
+                    continue
             base = tables[kind].get(entry["id"])
             merged = {**as_dict(base), **entry} if base is not None else dict(entry)
             for key in _NESTED:
@@ -347,8 +428,9 @@ def validate_all(user: Path | None = None) -> list[str]:
     except Exception as exc:
         problems.append(f"{rules_dir}: the rulebook: {_format_validation(exc)}")
     folder = user_dir() if user is None else user
+    owner: dict[tuple[str, str], Path] = {}
     for path in _toml_files(folder):
-        problems.extend(merge_user_file(path, tables))
+        problems.extend(merge_user_file(path, tables, owner))
     problems.extend(_cross_check(tables))
     return problems
 
@@ -364,6 +446,10 @@ def _cross_check(tables: dict[str, dict[str, Any]]) -> list[str]:
                 if key in seen and seen[key] != ident:
                     problems.append(f"[[{kind}]] alias {name!r} names both {seen[key]!r} and {ident!r}")
                 seen[key] = ident
+    for ident, model in tables["model"].items():
+        if model.native_quant and model.native_quant not in tables["quant"]:
+            problems.append(f"[[model]] id={ident!r}: native_quant {model.native_quant!r} is not a quant id "
+                            f"(known: {', '.join(sorted(tables['quant']))})")
     if tables["runtime"] and not any(rt.trains for rt in tables["runtime"].values()):
         problems.append("[[runtime]]: no runtime has trains = true (fine-tuning estimates need one)")
     for ident, rt in tables["runtime"].items():

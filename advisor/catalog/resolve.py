@@ -34,13 +34,25 @@ def _index(entries: Mapping[str, object]) -> dict[str, set[str]]:
     return index
 
 
+_LISTED = ("gpu", "model")
+"""Kinds with a command of their own that lists them (`advisor gpus`, `advisor models`)."""
+
+
+def _listing(what: str, entries: Mapping[str, object]) -> str:
+    """Where to find the valid ids: the listing command, or the ids themselves when there is none."""
+    if what in _LISTED:
+        return f"see `advisor {what}s` for the ids"
+    ids = sorted(entries)
+    return f"known {what} ids: {', '.join(ids[:40])}" + (", …" if len(ids) > 40 else "")
+
+
 def resolve(entries: Mapping[str, object], text: str, what: str) -> str:
     """The id that `text` names among `entries`; AdvisorError with candidates otherwise."""
     if text in entries:
         return text
     key = normal(text)
     if not key:
-        raise AdvisorError(f"empty {what} name", f"see `advisor {what}s` for the ids")
+        raise AdvisorError(f"empty {what} name", _listing(what, entries))
     index = _index(entries)
     for probe in (key, key.replace("-", "")):
         hits = index.get(probe)
@@ -56,7 +68,7 @@ def resolve(entries: Mapping[str, object], text: str, what: str) -> str:
     import difflib
 
     close = contained or difflib.get_close_matches(key, list(entries), n=5, cutoff=0.5)
-    hint = f"closest: {', '.join(close[:6])}" if close else f"see `advisor {what}s` for the ids"
+    hint = f"closest: {', '.join(close[:6])}" if close else _listing(what, entries)
     if len(contained) > 1:
         raise AdvisorError(f"{what} {text!r} is ambiguous: it could be {', '.join(contained[:8])}",
                            "use one of those ids")
@@ -69,7 +81,10 @@ _COUNT = re.compile(r"^\s*(\d+)\s*[x×*]\s*(.+)$", re.IGNORECASE)
 def parse_gpu_spec(entries: Mapping[str, object], spec: str) -> tuple[int, str]:
     """`[Nx]GPU` to (count, id). Counts from 1 to 64."""
     match = _COUNT.match(spec)
-    count, name = (int(match.group(1)), match.group(2)) if match else (1, spec)
-    if not 1 <= count <= 64:
-        raise AdvisorError(f"--gpu {spec!r}: {count} GPUs is out of range", "use 1 to 64")
+    if match:
+        from advisor.numbers import parse_int
+
+        count, name = parse_int(match.group(1), "--gpu count", 1, 64), match.group(2)
+    else:
+        count, name = 1, spec
     return count, resolve(entries, name, "gpu")

@@ -278,6 +278,9 @@ class RuntimeSpec(Record):
     """The speed fractions were fitted on this runtime's own measurements (else they are borrowed)."""
     trains: bool = False
     """Fine-tuning runs on it (PyTorch with PEFT): training estimates use its memory overheads."""
+    speed_kind: str = ""
+    """The runtime part of the kind of answer its error band is kept under (rules/speed_bands.toml,
+    bench/accuracy.py); empty: no measurements, so every answer says "not measured"."""
     speed_terms: str = ""
     """Its own fitted fixed costs per token and layer: a table of `[by_runtime]` in rules/speed.toml."""
     notes: str = ""

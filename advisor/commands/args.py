@@ -31,3 +31,12 @@ def model_from_arg(text: str):
     from advisor.modelfile import read_model
 
     return read_model(text)
+
+
+def resolve_model(catalog, text: str):
+    """What the engine evaluates: the catalog's ModelSpec for an id or name, else the LoadedModel read
+    from a file or reference (AdvisorError naming the closest ids when it is neither)."""
+    from advisor.catalog.resolve import resolve
+
+    ref = model_from_arg(text)
+    return catalog.models[resolve(catalog.models, ref, "model")] if isinstance(ref, str) else ref

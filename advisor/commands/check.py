@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from advisor.commands.args import model_from_arg, options_from, rig_from_args
+from advisor.commands.args import options_from, resolve_model, rig_from_args
 from advisor.commands.output import EXIT_NO, EXIT_YES, emit, emit_json, fmt_of
 
 
@@ -14,7 +14,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     catalog = load_catalog()
     rig = rig_from_args(args, catalog)
-    report = evaluate(catalog, rig, model_from_arg(args.model), options_from(args))
+    report = evaluate(catalog, rig, resolve_model(catalog, args.model), options_from(args))
     fmt = fmt_of(args)
     if fmt == "json":
         from advisor.report.jsonout import check_json

@@ -5,19 +5,17 @@ from __future__ import annotations
 import argparse
 
 from advisor.commands.output import EXIT_YES, emit_json, emit_text, fmt_of
-from advisor.errors import AdvisorError
 
 
 def _read_from(path, catalog):
     """A saved `nvidia-smi -q -x` XML, or a rig file (TOML), as a Detection."""
-    from advisor.probe import read_smi_xml
+    from advisor.files import open_regular
+    from advisor.probe.smi_xml import is_xml, read_smi_xml
     from advisor.probe.types import Detection, DetectedGpu, PcieLink, SystemInfo
 
-    try:
-        head = path.open("rb").read(512).lstrip()
-    except OSError as exc:
-        raise AdvisorError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if head.startswith(b"<"):
+    with open_regular(path, "pass an `nvidia-smi -q -x` XML or a rig file") as f:
+        head = f.read(512)
+    if is_xml(head):
         return read_smi_xml(path)
     from advisor.probe.rigfile import load_rig
 
@@ -53,13 +51,10 @@ def cmd_detect(args: argparse.Namespace) -> int:
         det = detect()
     ids = {g.name: match_gpu(catalog, g.name, g.vram_bytes) for g in det.gpus}
     if args.save is not None:
-        from advisor.probe.rigfile import rig_toml
+        from advisor.probe.rigfile import save_rig
 
-        rig = rig_from_detection(catalog, det)
-        try:
-            args.save.write_text(rig_toml(rig, name=f"saved by advisor detect from {det.source}"))
-        except OSError as exc:
-            raise AdvisorError(f"{args.save}: cannot write: {exc.strerror or exc}") from None
+        save_rig(catalog, args.save, rig_from_detection(catalog, det),
+                 name=f"saved by advisor detect from {det.source}", source=args.source)
     if fmt_of(args) == "json":
         emit_json(det.to_json(catalog_id=lambda name: ids.get(name)))
     else:
@@ -79,8 +74,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
                     link += f" (card supports {g.pcie.gen_card_max}.0: the slot limits it)"
             nv = f" · NVLink to {', '.join(map(str, g.nvlink_peers))}" if g.nvlink_peers else ""
             cid = ids.get(g.name) or "not in catalog"
-            lines.append(f"gpu{g.index}: {g.name} [{cid}] · {mem}{link}{nv}" + (" · MIG" if g.mig else "")
-                         + (" · LOST" if g.lost else ""))
+            sizes = ", ".join(f"{b / GIB:.1f}" for b in g.mig_memory_bytes) or "none"
+            mig = f" · MIG ({len(g.mig_memory_bytes)} instance(s): {sizes} GiB)" if g.mig else ""
+            lines.append(f"gpu{g.index}: {g.name} [{cid}] · {mem}{link}{nv}{mig}" + (" · LOST" if g.lost else ""))
         if det.topology:
             lines.append("topology: " + " | ".join(" ".join(row) for row in det.topology))
         s = det.system

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from advisor.commands.args import options_from, rig_from_args
-from advisor.commands.output import EXIT_NO, EXIT_YES, emit_doc
+from advisor.commands.output import EXIT_NO, EXIT_YES, emit_doc, fmt_of, say
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -22,5 +22,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     ranked = rank_models(catalog, rig, options_from(args), models)
     if args.min_tps:
         ranked = [r for r in ranked if (r.report.speed.decode_tokens_per_s or 0) >= args.min_tps]
+    if fmt_of(args) == "json":  # the JSON array is the contract: the rig's warnings go beside it
+        for warning in rig.warnings if rig.gpus else ():
+            say(f"advisor: warning: {warning}")
     emit_doc(args, fit_doc(ranked, rig, args.runtime, show_all=args.all))
     return EXIT_YES if any(usable(r, rig.is_cpu_only) for r in ranked) else EXIT_NO

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 
+from advisor.errors import terminal_safe
 from advisor.report.document import Doc, fenced, render
 
 TYPE_CHECKING = False
@@ -25,7 +26,18 @@ def fmt_of(args: argparse.Namespace) -> str:
 
 
 def emit(text: str) -> None:
+    text = terminal_safe(text, keep_color=sys.stdout.isatty())  # names read from files cannot drive the terminal
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def say(line: str) -> None:
+    """One line on stderr (a diagnostic, a warning beside JSON), if there is a stderr to write to."""
+    try:
+        if sys.stderr is not None:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def emit_json(obj: Any) -> None:

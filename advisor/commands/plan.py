@@ -15,6 +15,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from advisor.catalog.types import GIB
     from advisor.engine.plan import make_plan
     from advisor.probe.flags import parse_ram
+    from advisor.numbers import parse_float
     from advisor.report.plan import plan_doc
 
     catalog = load_catalog()
@@ -35,13 +36,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         rig_ram = rig.ram_bytes
     prices = {}
     for item in args.price:
-        gid, _, usd = item.partition("=")
-        try:
-            prices[resolve(catalog.gpus, gid, "gpu")] = float(usd)
-        except ValueError:
-            raise AdvisorError(f"--price {item!r} is not ID=USD", "e.g. --price rtx-3090=700") from None
-        if not 0 <= prices[resolve(catalog.gpus, gid, "gpu")] < 1e7:
-            raise AdvisorError(f"--price {item!r} is out of range")
+        gid, eq, usd = item.partition("=")
+        if not eq:
+            raise AdvisorError(f"--price {item!r} is not ID=USD", "e.g. --price rtx-3090=700")
+        prices[resolve(catalog.gpus, gid, "gpu")] = parse_float(usd, f"--price {gid}", 0, 1e7)
     ram = parse_ram(args.ram) if args.ram else (rig_ram or int(catalog.rules.plan.default_ram_gib * GIB))
     plan = make_plan(catalog, model, options_from(args), min_tps=args.min_tps, budget=args.budget, have=have,
                      prices=prices, ram_bytes=ram, kwh_usd=args.kwh_price, top=args.top, used=args.used)

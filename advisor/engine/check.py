@@ -12,6 +12,7 @@ from advisor.engine import memory as mem
 from advisor.engine import speed as spd
 from advisor.engine.findings import run_rules
 from advisor.engine.interconnect import link_times
+from advisor.engine.loaded import LoadedModel
 from advisor.engine.options import DEFAULT_CTX, KV_TYPES, SPLITS, WORKLOADS, Options
 from advisor.engine.placement import Placement, Placer
 from advisor.engine.result import Interconnect, Report, Speed
@@ -102,17 +103,18 @@ def _native(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None) -> 
     return q if runtime.loads(q) else None
 
 
-def evaluate(catalog: Catalog, rig: Rig, model, options: Options = Options()) -> Report:
+def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options: Options = Options()) -> Report:
     """Fit, placement, memory, speed, interconnect verdict and findings for one model on one rig.
 
-    `model` is a catalog id or name, a ModelSpec, or a model read from its own files
-    (`advisor.modelfile.LoadedModel`: its real tensor sizes replace the bits-per-weight estimate).
+    `model` is resolved at the edge (`advisor.commands.args.resolve_model`): a catalog ModelSpec, or a
+    model read from its own files (a LoadedModel: its real tensor sizes replace the bits-per-weight estimate).
     """
-    loaded = model if hasattr(model, "layout") and hasattr(model, "spec") else None
+    if not isinstance(model, (ModelSpec, LoadedModel)):
+        raise TypeError(f"evaluate() takes a ModelSpec or a LoadedModel, not {type(model).__name__}: "
+                        f"resolve names at the edge (advisor.commands.args.resolve_model)")
+    loaded = model if isinstance(model, LoadedModel) else None
     if loaded is not None:
         model = loaded.spec
-    elif isinstance(model, str):
-        model = catalog.models[resolve(catalog.models, model, "model")]
     runtime = check_options(catalog, options)
     check_runtime_hardware(runtime, rig)
     rules = catalog.rules
@@ -200,12 +202,10 @@ def prefill_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: Qua
 
 def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
                    rules: Rulebook, options: Options, ctx: int) -> Speed:
-    err = rules.speed.error
-    band = (f"usually within ±{err.decode_median_pct:g}% (decode) and ±{err.prefill_median_pct:g}% "
-            f"(prefill) of llama-bench on public measurements")
+    band = spd.error_band(spd.answer_kind(placement, rig, model, runtime), rules)
     if not placement.runs:
         return Speed(None, None, None, None, None, basis="does not run on this rig", error_band=band)
-    if any(g.spec.memory_bandwidth_gb_s <= 0 or g.spec.fp16_tflops <= 0 for g in rig.gpus):
+    if not rig.speed_known:
         return Speed(None, None, None, None, None, error_band=band,
                      basis="unknown GPU (not in the catalog): its bandwidth and throughput are not known")
     args = (placement, rig, model, quant, runtime, rules)
@@ -244,6 +244,10 @@ def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant
         return Interconnect("not_applicable", 0.0, 1.0, why)
     if not placement.runs:
         return Interconnect("not_applicable", 0.0, 1.0, "does not run on this rig, so the link does not matter")
+    if not rig.speed_known:
+        return Interconnect("not_applicable", 0.0, 1.0,
+                            "a GPU is not in the catalog: without its bandwidth and throughput the link's share "
+                            "of the time cannot be estimated")
     streams = options.concurrency
     now = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, streams)
     nv = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, streams, mode="nvlink")

@@ -208,6 +208,16 @@ def mem002_free_memory(r: Report, c: Catalog) -> Iterator[Said]:
                       f"--empty plans for idle GPUs.")
 
 
+@rule("RIG001")
+def rig001_detection_warnings(r: Report, c: Catalog) -> Iterator[Said]:
+    """What the probe warned about the GPUs it found (one in MIG mode, one lost while read), so the
+    answer carries it and nobody reads a fit on 80 GiB that a MIG instance does not have. (Without a
+    GPU, why none was readable is the CPU-only answer's own business.)"""
+    if r.rig.gpus:
+        for warning in r.rig.warnings:
+            yield ("warning", warning)
+
+
 @rule("TP001")
 def tp001_divisibility(r: Report, c: Catalog) -> Iterator[Said]:
     """Tensor parallel was refused (head counts do not divide by the GPU count)."""

@@ -89,6 +89,8 @@ def llama_cpp_split_points(capacities: list[int]) -> list[float]:
     for cap in capacities:
         total = f32(total + f32(float(cap)))
         points.append(total)
+    if total <= 0:  # no GPU has usable memory (all of it taken by other processes): an even split, none fits
+        return [f32(f32(i + 1) / len(points)) for i in range(len(points))]
     return [f32(p / total) for p in points]
 
 
@@ -276,7 +278,7 @@ class Placer:
         if row_split:
             # llama.cpp row split: matrices split by rows; KV cache and the rest on the main GPU.
             total_cap = sum(self.caps)
-            shares = [weights * c / total_cap for c in self.caps]
+            shares = [weights * c / total_cap for c in self.caps] if total_cap > 0 else [weights / n] * n
             kvs = [kv_total if i == 0 else 0 for i in range(n)]
         else:
             shares = [weights / n] * n

@@ -16,9 +16,11 @@ from advisor.catalog.types import GIB, Catalog, GpuSpec, ModelSpec, QuantSpec
 from advisor.engine.check import check_options, estimate_speed, fallback_quant, resolve_quant
 from advisor.engine.options import DEFAULT_CTX, Options
 from advisor.engine.placement import Placer
-from advisor.engine.rig import rig_of
+from advisor.engine.rig import MAX_RIG_GPUS, rig_of
 
 COUNTS = (1, 2, 3, 4, 6, 8)
+MAX_PLAN_GPUS = 16
+"""Candidate rigs hold at most this many GPUs (two 8-GPU servers); what is owned counts too."""
 
 
 @record
@@ -76,6 +78,11 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
     opts = replace(options, quant=quant.id, ctx=ctx)
     prices = prices or {}
     owned = [(n, catalog.gpus[g]) for n, g in (have or [])]
+    if sum(n for n, _ in owned) > MAX_RIG_GPUS:
+        from advisor.errors import AdvisorError
+
+        raise AdvisorError(f"{sum(n for n, _ in owned)} owned GPUs is more than one rig holds",
+                           f"use at most {MAX_RIG_GPUS} with --have and --rig together")
     power_rules = catalog.rules.plan
     kwh = kwh_usd if kwh_usd is not None else float(power_rules.electricity_usd_per_kwh)
     bridge = float(power_rules.nvlink_bridge_usd)
@@ -101,6 +108,8 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
             if owned and (g.unified_memory or owned_unified or any(s.vendor != g.vendor for _, s in owned)):
                 continue  # a unified machine is a whole computer; one runtime drives one vendor's GPUs
             parts = owned + [(n, g)]
+            if sum(k for k, _ in parts) > MAX_PLAN_GPUS:
+                continue
             cap = sum(k * s.vram_bytes for k, s in parts)
             if cap < weights_floor or (budget is not None and n * price(g) > budget):
                 continue

@@ -24,6 +24,35 @@ class Finding(Record):
 
 
 @record
+class ErrorBand(Record):
+    """How far off estimates of this kind of answer were on public measurements held out of the fit.
+
+    Percentiles of |predicted / measured - 1| over the rows of the same kind, each predicted by a fit
+    that did not see that row's source (rules/speed_bands.toml, written by bench/accuracy.py); None
+    where fewer than `min_rows` rows of the kind were measured."""
+
+    kind: str
+    """Runtime x hardware x placement, e.g. `llama.cpp, NVIDIA, layer split`."""
+    decode_rows: int
+    prefill_rows: int
+    min_rows: int
+    decode_p50_pct: float | None = None
+    decode_p90_pct: float | None = None
+    prefill_p50_pct: float | None = None
+    prefill_p90_pct: float | None = None
+
+    @property
+    def text(self) -> str:
+        def part(name: str, n: int, p50: float | None, p90: float | None) -> str:
+            if p50 is None or p90 is None:
+                return f"{name} not measured ({n} held-out rows of this kind, fewer than {self.min_rows})"
+            return f"{name} within {p50:g}% half the time, {p90:g}% nine times in ten ({n} rows)"
+        return (f"error on public measurements of this kind ({self.kind}), each predicted with its source "
+                f"held out of the fit: {part('decode', self.decode_rows, self.decode_p50_pct, self.decode_p90_pct)}; "
+                f"{part('prefill', self.prefill_rows, self.prefill_p50_pct, self.prefill_p90_pct)}")
+
+
+@record
 class Speed(Record):
     decode_tokens_per_s: float | None
     """Single-stream decode at short context (llama-bench tg)."""
@@ -37,8 +66,8 @@ class Speed(Record):
     """Each stream at `concurrency`."""
     basis: str
     """How the numbers were made, in one sentence."""
-    error_band: str
-    """The usual error of this estimate on public measurements."""
+    error_band: ErrorBand
+    """How far off estimates of this kind were on held-out public measurements."""
 
 
 @record

@@ -66,7 +66,7 @@ class Rig(Record):
     source: str = "flags"
     """How the rig was made: `flags`, `nvml`, `nvidia-smi-xml`, `rig-file`, `preset`, `cpu-only`."""
     warnings: tuple[str, ...] = field(default=())
-    """What the probe could not read, in words."""
+    """What the probe could not read, and what changes the rig as detected (MIG mode, a GPU lost), in words."""
     network: str = ""
     """The link between machines when GPUs sit in several (`10gbe`, `ib-ndr`, `thunderbolt4`...)."""
 
@@ -86,8 +86,17 @@ class Rig(Record):
     def unified(self) -> bool:
         return bool(self.gpus) and all(g.spec.unified_memory for g in self.gpus)
 
+    @property
+    def speed_known(self) -> bool:
+        """Whether every GPU's bandwidth and throughput are known (a GPU missing from the catalog has neither)."""
+        return all(g.spec.memory_bandwidth_gb_s > 0 and g.spec.fp16_tflops > 0 for g in self.gpus)
+
     def nvlinked(self, a: int, b: int) -> bool:
         return (a, b) in self.nvlink_pairs or (b, a) in self.nvlink_pairs
+
+
+MAX_RIG_GPUS = 64
+"""The most GPUs one rig (rig file, --gpu flags, owned GPUs in a plan) may hold."""
 
 
 def check_nvlink_capable(specs: list[GpuSpec]) -> None:

@@ -21,6 +21,7 @@ from advisor.catalog.rulebook import FixedCosts, Rulebook
 from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
 from advisor.engine.placement import Placement
+from advisor.engine.result import ErrorBand
 from advisor.engine.rig import Rig
 
 
@@ -45,6 +46,37 @@ def backend_of(gpu: GpuSpec, runtime: RuntimeSpec) -> str:
     if gpu.vendor == "intel":
         return "sycl"
     return "cuda"
+
+
+PLACEMENT_KINDS = {"single_gpu": "one GPU", "layer_split": "layer split", "tensor_parallel": "tensor parallel",
+                   "cpu_offload": "GPU + system RAM", "moe_offload": "MoE experts in RAM"}
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "apple": "Apple", "intel": "Intel"}
+
+
+def answer_kind(placement: Placement, rig: Rig, model: ModelSpec, runtime: RuntimeSpec) -> str:
+    """The kind of answer an estimate is, for its error band: runtime x hardware x placement.
+
+    Decided from the runtime's declared `speed_kind` (Ollama inherits llama.cpp's: it runs its
+    kernels), the placement's strategy, the GPUs' vendor and whether the model routes experts; a
+    llama.cpp-kind tensor parallel is its row split."""
+    who = runtime.speed_kind or "unmeasured runtime"
+    if placement.strategy == "cpu_only" or not rig.gpus:
+        return f"{who}, CPU only"
+    where = PLACEMENT_KINDS.get(placement.strategy, placement.strategy)
+    if model.is_moe and placement.strategy in ("single_gpu", "layer_split", "tensor_parallel"):
+        where = "MoE on GPU"
+    vendor = rig.gpus[0].spec.vendor
+    return f"{who}, {VENDOR_NAMES.get(vendor, vendor)}, {where}"
+
+
+def error_band(kind: str, rules: Rulebook) -> ErrorBand:
+    """The held-out error of this kind of answer (rules/speed_bands.toml); "not measured" without one."""
+    bands = rules.speed_bands
+    b = bands.band.get(kind)
+    if b is None:
+        return ErrorBand(kind, 0, 0, bands.min_rows)
+    return ErrorBand(kind, b.decode_rows, b.prefill_rows, bands.min_rows, b.decode_p50_pct, b.decode_p90_pct,
+                     b.prefill_p50_pct, b.prefill_p90_pct)
 
 
 def _lookup(table: dict, key: str, default_key: str = "default") -> float:

@@ -17,7 +17,7 @@ from pathlib import Path
 from advisor.errors import AdvisorError
 from advisor.modelfile.build import from_config, from_folder, from_gguf
 from advisor.modelfile.limits import display
-from advisor.modelfile.loaded import LoadedModel
+from advisor.engine.loaded import LoadedModel
 from advisor.modelfile.stores import read_hf, read_ollama
 
 __all__ = ["LoadedModel", "read_model", "looks_like_model_path"]
@@ -69,7 +69,9 @@ def _read(text: str) -> LoadedModel:
         return from_config(path)
     if path.suffix == ".safetensors":
         return from_folder(path.parent)
-    with open(path, "rb") as f:
+    from advisor.files import open_regular
+
+    with open_regular(path, _HINT) as f:
         magic = f.read(4)
     if magic == b"GGUF" or path.suffix == ".gguf":
         return from_gguf(path)

@@ -14,7 +14,7 @@ from advisor.modelfile.ggml_types import FILE_TYPES
 from advisor.modelfile.gguf_file import Tensor, read_gguf
 from advisor.modelfile.layout import Tally, tally
 from advisor.modelfile.limits import bad_file
-from advisor.modelfile.loaded import LoadedModel
+from advisor.engine.loaded import LoadedModel
 from advisor.modelfile.safetensors_file import read_safetensors
 
 GGUF_RUNTIMES = ("llama.cpp", "ollama")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
+from advisor.files import open_regular
 from advisor.modelfile import limits
 from advisor.modelfile.ggml_types import GGML_TYPES
 from advisor.modelfile.limits import bad_file
@@ -149,7 +150,7 @@ def read_gguf(path: Path) -> GgufFile:
     """Read one GGUF file's metadata and tensor infos, checking them against the file's size."""
     size = limits.file_size(path)
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return _parse(f, size, path)
     except OSError as exc:
         bad_file(path, f"can't read it ({exc.strerror or exc})", "check the path and permissions")
@@ -173,8 +174,8 @@ def _parse(f: BinaryIO, size: int, path: Path) -> GgufFile:
     cur.pos = 8
     n_tensors = cur.unpack("Q", "tensor count")
     n_kv = cur.unpack("Q", "metadata count")
-    if n_tensors > limits.MAX_TENSORS or n_tensors * 24 > cur.left():
-        bad_file(path, f"header claims {n_tensors} tensors, impossible in {size} bytes (or over {limits.MAX_TENSORS})")
+    if n_tensors > limits.MAX_GGUF_TENSORS or n_tensors * 24 > cur.left():
+        bad_file(path, f"header claims {n_tensors} tensors, impossible in {size} bytes (or over {limits.MAX_GGUF_TENSORS})")
     if n_kv > limits.MAX_KV or n_kv * 12 > cur.left():
         bad_file(path, f"header claims {n_kv} metadata entries, impossible in {size} bytes (or over {limits.MAX_KV})")
     metadata = _read_metadata(cur, n_kv)

@@ -20,6 +20,12 @@ MIB = 1024**2
 
 MAX_TENSORS = 1_000_000
 """Tensors in one model (all files together)."""
+MAX_GGUF_TENSORS = 65_536
+"""Tensors in one GGUF file (llama.cpp stores each layer's experts as one 3-D tensor: ~1,100 for
+DeepSeek V3); a header claiming more is refused before any tensor info is read."""
+MAX_ST_TENSORS = 131_072
+"""Tensors in one safetensors file (checkpoints are sharded at a few GB: a few thousand per shard);
+counted in the raw header before the JSON is parsed, so a crafted one costs no memory."""
 MAX_KV = 100_000
 """GGUF metadata key/value pairs in one file."""
 MAX_KEY_LEN = 65_536
@@ -36,7 +42,7 @@ MAX_GGUF_DIMS = 4
 MAX_ST_DIMS = 8
 MAX_SPLITS = 1024
 """Parts of a split GGUF or shards of a safetensors checkpoint."""
-MAX_ST_HEADER = 100 * MIB
+MAX_ST_HEADER = 32 * MIB
 """Safetensors JSON header."""
 MAX_SMALL_JSON = 16 * MIB
 """config.json, an Ollama manifest, an HF ref."""
@@ -60,25 +66,20 @@ def _one_line(text: str) -> str:
 
 
 def file_size(path: Path) -> int:
-    try:
-        st = path.stat()
-    except OSError as exc:
-        raise AdvisorError(_one_line(f"{display(path)}: can't read it ({exc.strerror or exc})"), "check the path and permissions") from None
-    if not path.is_file():
-        bad_file(path, "not a regular file", "pass a .gguf file, a model folder or a config.json")
-    return st.st_size
+    """The size of a regular file; anything else (a FIFO, a device, a folder) is refused unread."""
+    from advisor import files
+
+    return files.file_size(path, "pass a .gguf file, a model folder or a config.json")
 
 
 def read_json(path: Path, limit: int, what: str) -> Any:
     """A small JSON file, bounded in size and nesting, duplicate keys refused."""
+    from advisor import files
+
     size = file_size(path)
     if size > limit:
         bad_file(path, f"{what} is {size} bytes, more than the {limit} this reader accepts")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise AdvisorError(_one_line(f"{display(path)}: can't read it ({exc.strerror or exc})"), "check the permissions") from None
-    return parse_json(raw, path, what)
+    return parse_json(files.read_limited(path, limit, what), path, what)
 
 
 def parse_json(raw: bytes, where: str | Path, what: str, unique_keys: bool = True) -> Any:

@@ -14,6 +14,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from advisor.files import open_regular
 from advisor.modelfile import limits
 from advisor.modelfile.ggml_types import ST_DTYPES
 from advisor.modelfile.gguf_file import Tensor
@@ -26,7 +27,7 @@ def read_safetensors(path: Path) -> tuple[tuple[Tensor, ...], dict[str, str]]:
     if size < 8:
         bad_file(path, f"too short to be safetensors ({size} bytes)")
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             n = struct.unpack("<Q", f.read(8))[0]
             if n > limits.MAX_ST_HEADER:
                 bad_file(path, f"safetensors header claims {n} bytes (this reader accepts up to {limits.MAX_ST_HEADER})")
@@ -39,6 +40,8 @@ def read_safetensors(path: Path) -> tuple[tuple[Tensor, ...], dict[str, str]]:
         bad_file(path, "truncated: the file ended inside the safetensors header")
     if not raw.lstrip(b" ").startswith(b"{"):
         bad_file(path, "not a safetensors file (the header is not a JSON object)", "pass a folder of .safetensors files")
+    if raw.count(b'"data_offsets"') > limits.MAX_ST_TENSORS:
+        bad_file(path, f"the header lists more than {limits.MAX_ST_TENSORS} tensors, more than one file of a real checkpoint holds")
     header = limits.parse_json(raw, path, "safetensors header", unique_keys=False)
     if not isinstance(header, dict):
         bad_file(path, "the safetensors header is not a JSON object")

@@ -23,7 +23,7 @@ from advisor.errors import AdvisorError
 from advisor.modelfile import limits
 from advisor.modelfile.build import from_folder, from_gguf
 from advisor.modelfile.limits import bad_file
-from advisor.modelfile.loaded import LoadedModel
+from advisor.engine.loaded import LoadedModel
 
 MODEL_MEDIA_TYPE = "application/vnd.ollama.image.model"
 _PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

@@ -48,12 +48,11 @@ def rig_from_detection(catalog: Catalog, det: Detection, empty: bool = False) ->
     bw = det.system.ram_bandwidth_gb_s
     gpus = []
     warnings = list(det.warnings)
+    kept = []
     for g in det.gpus:
         if g.lost:
             warnings.append(f"GPU {g.index} ({g.name}) was lost while it was read: left out of the rig")
             continue
-        if g.mig:
-            warnings.append(f"GPU {g.index} ({g.name}) is in MIG mode: one process sees only its slice")
         cid = match_gpu(catalog, g.name, g.vram_bytes)
         spec = catalog.gpus[cid] if cid else _unknown_spec(g)
         total = g.vram_bytes or (ram if spec.unified_memory else spec.vram_bytes)
@@ -61,13 +60,34 @@ def rig_from_detection(catalog: Catalog, det: Detection, empty: bool = False) ->
             spec = dataclasses.replace(spec, vram_gib=total / GIB)
         use_free = not empty and g.vram_free_bytes is not None and not spec.unified_memory
         cap = g.vram_free_bytes if use_free else total
+        if g.mig:
+            # A CUDA process enumerates one MIG device (NVIDIA MIG User Guide, "Device Enumeration":
+            # https://docs.nvidia.com/datacenter/tesla/mig-user-guide/), so the card is its largest instance.
+            if not g.mig_memory_bytes:
+                warnings.append(f"GPU {g.index} ({g.name}) is in MIG mode with no MIG instance readable: "
+                                "no process can use it, so it is left out of the rig")
+                continue
+            cap, use_free = max(g.mig_memory_bytes), False
+            warnings.append(f"GPU {g.index} ({g.name}) is in MIG mode: planned on its largest MIG instance "
+                            f"({cap / GIB:.1f} of {total / GIB:.1f} GiB), the one device a process sees; the speed "
+                            f"shown is the whole card's, and an instance has only part of its bandwidth and SMs")
         gen = g.pcie.gen_max if g.pcie else None
         width = g.pcie.width_max if g.pcie else None
+        kept.append(g)
         gpus.append(RigGpu(spec=spec, capacity_bytes=int(cap), pcie_gen=gen or spec.pcie_gen,
                            pcie_lanes=width or spec.pcie_lanes, index=len(gpus), name=g.name,
                            capacity_basis="free" if use_free else "total"))
-    index_of = {g.index: i for i, g in enumerate(x for x in det.gpus if not x.lost)}
-    pairs = sorted({tuple(sorted((index_of[g.index], index_of[p]))) for g in det.gpus if not g.lost
+    mig = [i for i, g in enumerate(kept) if g.mig]
+    if len(mig) > 1:  # one process enumerates one MIG device in all, not one per card: keep the largest
+        best = max(mig, key=lambda i: gpus[i].capacity_bytes)
+        warnings.append(f"{len(mig)} GPUs are in MIG mode and a process sees one MIG instance in all: planned on "
+                        f"GPU {kept[best].index}'s largest instance only")
+        keep = [i for i in range(len(kept)) if i not in mig or i == best]
+        kept = [kept[i] for i in keep]
+        gpus = [dataclasses.replace(gpus[i], index=n) for n, i in enumerate(keep)]
+    # MIG instances do no GPU-to-GPU P2P, over PCIe or NVLink (MIG User Guide, "Application Considerations").
+    index_of = {g.index: i for i, g in enumerate(kept) if not g.mig}
+    pairs = sorted({tuple(sorted((index_of[g.index], index_of[p]))) for g in kept if g.index in index_of
                     for p in g.nvlink_peers if p in index_of})
     p2p = None
     if det.p2p is not None and len(gpus) > 1:

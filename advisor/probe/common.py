@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from advisor.errors import one_line
+
 MIB = 1024**2
 
 _UNAVAILABLE = {
@@ -35,15 +37,15 @@ def text(value: str | bytes | None) -> str | None:
         return None
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
-    value = value.strip()
+    value = one_line(value.strip(), 500)  # a driver string is one line of printable text
     if value.startswith("[") and value.endswith("]"):
         value = value[1:-1].strip()
     return None if value.lower() in _UNAVAILABLE else value
 
 
 def to_int(value: str | None) -> int | None:
-    """`4` -> 4, `16x` -> 16; None when not a number."""
-    m = re.fullmatch(r"(\d+)\s*x?", text(value) or "", re.IGNORECASE)
+    """`4` -> 4, `16x` -> 16; None when not a number (or more digits than any reading has)."""
+    m = re.fullmatch(r"(\d{1,9})\s*x?", text(value) or "", re.IGNORECASE)
     return int(m.group(1)) if m else None
 
 
@@ -53,17 +55,21 @@ MAX_GPU_BYTES = 16 * 1024**4
 
 def to_bytes(value: str | None) -> int | None:
     """`24576 MiB` -> bytes; None when not a size, or not a plausible one."""
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMG]i?B|B)", text(value) or "", re.IGNORECASE)
+    m = re.fullmatch(r"(\d{1,15}(?:\.\d{1,9})?)\s*([KMG]i?B|B)", text(value) or "", re.IGNORECASE)
     if not m:
         return None
     size = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
     return size if size <= MAX_GPU_BYTES else None
 
 
+MAX_WATTS = 100_000.0
+"""No GPU draws 100 kW: a larger reading is corrupt and treated as unreadable."""
+
+
 def to_watts(value: str | None) -> float | None:
-    """`250.00 W` -> 250.0; None when not a power."""
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*W?", text(value) or "", re.IGNORECASE)
-    return float(m.group(1)) if m else None
+    """`250.00 W` -> 250.0; None when not a power, or not a plausible one."""
+    m = re.fullmatch(r"(\d{1,9}(?:\.\d{1,9})?)\s*W?", text(value) or "", re.IGNORECASE)
+    return float(m.group(1)) if m and float(m.group(1)) <= MAX_WATTS else None
 
 
 def bus_key(bus_id: str | bytes | None) -> tuple[int, int, int, int] | None:

@@ -6,10 +6,11 @@ import re
 
 from advisor.catalog.resolve import parse_gpu_spec
 from advisor.catalog.types import GIB, Catalog, GpuSpec
-from advisor.engine.rig import Rig, check_nvlink_capable, rig_of
+from advisor.engine.rig import MAX_RIG_GPUS, Rig, check_nvlink_capable, rig_of
 from advisor.errors import AdvisorError
 
-_PCIE = re.compile(r"^\s*(?:gen)?([1-6])\s*[x×]\s*(1|2|4|8|16)\s*$", re.IGNORECASE)
+# Generations the rulebook has a lane rate for; the link widths the PCIe specification defines.
+_PCIE = re.compile(r"^\s*(?:gen)?([1-6])\s*[x×]\s*(1|2|4|8|12|16|32)\s*$", re.IGNORECASE)
 MAX_RAM_GB = 64 * 1024
 
 
@@ -17,18 +18,16 @@ def parse_pcie(text: str) -> tuple[int, int]:
     """`4x16` -> (4, 16): PCIe generation and lanes."""
     m = _PCIE.match(text) if isinstance(text, str) else None
     if not m:
-        raise AdvisorError(f"--pcie {text!r} is not GENxWIDTH", "e.g. 4x16, 4x8, 3x4, 3x1 (riser)")
+        raise AdvisorError(f"--pcie {text!r} is not GENxWIDTH", "e.g. 4x16, 4x8, 3x4, 3x1 (riser); generations 1 to 6")
     return int(m.group(1)), int(m.group(2))
 
 
 def parse_ram(text: str | float) -> int:
     """`64` (GB of RAM, as the sticker says: GiB in practice) -> bytes."""
-    try:
-        gb = float(text)
-    except (TypeError, ValueError):
-        raise AdvisorError(f"--ram {text!r} is not a number of GB", "e.g. --ram 64") from None
-    if not 0 < gb <= MAX_RAM_GB or gb != gb:
-        raise AdvisorError(f"--ram {text!r} is out of range", f"use more than 0 and at most {MAX_RAM_GB} GB")
+    from advisor.numbers import check_number, parse_float
+
+    gb = check_number(text, "--ram", 0, MAX_RAM_GB, lo_open=True) if isinstance(text, (int, float)) \
+        else parse_float(text, "--ram", 0, MAX_RAM_GB, lo_open=True)
     return int(gb * GIB)
 
 
@@ -39,8 +38,8 @@ def rig_from_flags(catalog: Catalog, gpus: list[str], nvlink: bool = False, pcie
     for spec in gpus:
         count, gid = parse_gpu_spec(catalog.gpus, spec)
         specs += [catalog.gpus[gid]] * count
-    if len(specs) > 64:
-        raise AdvisorError(f"{len(specs)} GPUs is more than one rig holds", "use at most 64")
+    if len(specs) > MAX_RIG_GPUS:
+        raise AdvisorError(f"{len(specs)} GPUs is more than one rig holds", f"use at most {MAX_RIG_GPUS}")
     if nvlink:
         check_nvlink_capable(specs)
     gen, lanes = parse_pcie(pcie) if pcie else (None, None)

@@ -56,8 +56,39 @@ class _NoFunction(Exception):
     value = _FUNCTION_NOT_FOUND
 
 
-def read_nvml(nvml_module: Any = None) -> Detection:
-    """Read every GPU NVML can see; `nvml_module` replaces `pynvml` (tests inject a fake)."""
+TIMEOUT_S = 10.0
+"""How long the whole NVML read may take. A wedged driver can block an NVML call for ever
+(nvml-facts.md: a GPU falling off the bus, a hung persistence daemon); past this the machine is
+reported unreadable and the advisor goes on, CPU-only, with a warning."""
+
+
+def read_nvml(nvml_module: Any = None, timeout_s: float | None = None) -> Detection:
+    """Read every GPU NVML can see, within `timeout_s` (default TIMEOUT_S); `nvml_module` replaces
+    `pynvml` (tests inject a fake). The read runs in a daemon thread, so a call stuck in the
+    driver cannot hold the advisor (or its exit) hostage."""
+    import threading
+
+    limit = TIMEOUT_S if timeout_s is None else timeout_s
+    box: list[Any] = []
+
+    def work() -> None:
+        try:
+            box.append(_read_nvml(nvml_module))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, where a bug still surfaces
+            box.append(exc)
+
+    worker = threading.Thread(target=work, name="advisor-nvml", daemon=True)
+    worker.start()
+    worker.join(limit)
+    if not box:
+        return _unreadable(f"NVML did not answer within {limit:g} s (a stuck driver or a GPU that fell off the "
+                           "bus: check `nvidia-smi` and `dmesg`)")
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return box[0]
+
+
+def _read_nvml(nvml_module: Any = None) -> Detection:
     nvml = nvml_module
     if nvml is None:
         try:
@@ -175,6 +206,8 @@ class _Reader:
             f["power_limit_w"] = round(mw / 1000, 2) if isinstance(mw, (int, float)) and mw > 0 else None
             mig = self.query(who, "MIG mode", "nvmlDeviceGetMigMode", handle, unsupported=(0, 0))
             f["mig"] = bool(mig[0]) if mig is not None else None
+            if f["mig"]:
+                f["mig_memory_bytes"] = self.mig_instances(handle)
             if not f.get("unified_memory"):  # PCIe readings mean nothing on a SoC (DGX Spark)
                 f["pcie"] = self.pcie(who, handle)
         except _GpuLost as e:
@@ -184,6 +217,17 @@ class _Reader:
             )
             return DetectedGpu(index=i, name=name, lost=True, **f), None
         return DetectedGpu(index=i, name=name, **f), handle
+
+    def mig_instances(self, handle: Any) -> tuple[int, ...]:
+        """The memory of each MIG instance of a MIG-enabled GPU (empty slots are NotFound: skipped)."""
+        slots, err = self.call("nvmlDeviceGetMaxMigDeviceCount", handle)
+        out = []
+        for k in range(int(slots) if err is None and isinstance(slots, int) and 0 < slots <= 64 else 0):
+            mig, err = self.call("nvmlDeviceGetMigDeviceHandleByIndex", handle, k)
+            m, err = self.call("nvmlDeviceGetMemoryInfo", mig) if err is None else (None, err)
+            if err is None and getattr(m, "total", 0):
+                out.append(int(m.total))
+        return tuple(out)
 
     def memory(self, who: str, handle: Any) -> dict[str, Any]:
         """v2 (with `reserved`) where the binding and driver have it, else v1."""

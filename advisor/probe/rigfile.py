@@ -26,81 +26,141 @@ A GPU missing from the catalog can be described in full under `[[gpu]]` with `id
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster start)
 if TYPE_CHECKING:
     from typing import Any
 
-from advisor.catalog.load import read_toml
+from advisor.catalog.load import read_toml, validate_entry
 from advisor.catalog.resolve import resolve
-from advisor.catalog.types import GIB, Catalog, GpuSpec
-from advisor.engine.rig import DEFAULT_RAM_BW_BASIS, Rig, RigGpu
-from advisor.errors import AdvisorError
+from advisor.catalog.types import _STRICT, GIB, Catalog, GpuSpec
+from advisor.engine.rig import DEFAULT_RAM_BW_BASIS, MAX_RIG_GPUS, Rig, RigGpu
+from advisor.errors import AdvisorError, one_line
 from advisor.probe.flags import parse_pcie
-
-_RIG_KEYS = {"name", "ram_gib", "ram_bandwidth_gb_s", "cpu", "p2p", "nvlink", "topology", "source", "network"}
-_GPU_KEYS = {"id", "count", "memory_gib", "pcie", "name", "vram_gib", "memory_bandwidth_gb_s", "fp16_tflops",
-             "pcie_gen", "pcie_lanes", "power_w", "memory_basis", "node"}
+from advisor.record import Record, record
 
 
-def _num(value: Any, where: str, lo: float, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-        raise AdvisorError(f"{where} must be a number from {lo:g} to {hi:g}, not {value!r}")
-    return float(value)
+@record
+class RigHead(Record):
+    """The `[rig]` table of a rig file (validated by pydantic like a catalog entry, unknown keys refused)."""
+
+    __pydantic_config__ = _STRICT
+
+    name: str = ""
+    """What the rig is, in words."""
+    ram_gib: float | None = None
+    """System RAM for offload, GiB (default: the rulebook's)."""
+    ram_bandwidth_gb_s: float | None = None
+    """System RAM bandwidth, GB/s (default: the rulebook's)."""
+    cpu: str = ""
+    """The CPU, in words."""
+    p2p: bool | None = None
+    """Whether PCIe peer-to-peer works between the GPUs."""
+    nvlink: tuple[tuple[int, int], ...] = ()
+    """GPU index pairs joined by NVLink."""
+    topology: tuple[tuple[str, ...], ...] | None = None
+    """The `nvidia-smi topo -m` words, one row per GPU."""
+    source: str = ""
+    """Where the rig was read from (written by `advisor detect --save`)."""
+    network: str = ""
+    """The network between machines when GPUs sit in several."""
+
+
+@record
+class RigGpuEntry(Record):
+    """One `[[gpu]]` table of a rig file."""
+
+    __pydantic_config__ = _STRICT
+
+    id: str
+    """Catalog id or name, or an id of your own with `vram_gib` for a GPU not in the catalog."""
+    count: int = 1
+    """How many of this GPU."""
+    memory_gib: float | None = None
+    """Memory to plan with, GiB (default: the card's total)."""
+    memory_basis: str | None = None
+    """`free` or `total`: what `memory_gib` is."""
+    pcie: str | None = None
+    """Host link as installed, GENxWIDTH."""
+    name: str = ""
+    """The GPU's name as the driver reports it."""
+    node: int = 0
+    """Which machine (0, 1, ...) when the rig spans several."""
+    vram_gib: float | None = None
+    """For a GPU not in the catalog: its memory, GiB."""
+    memory_bandwidth_gb_s: float | None = None
+    """For a GPU not in the catalog: its memory bandwidth, GB/s."""
+    fp16_tflops: float | None = None
+    """For a GPU not in the catalog: its dense FP16 throughput, TFLOPS."""
+    pcie_gen: int | None = None
+    """For a GPU not in the catalog: its PCIe generation."""
+    pcie_lanes: int | None = None
+    """For a GPU not in the catalog: its PCIe lanes."""
+    power_w: float | None = None
+    """For a GPU not in the catalog: its board power, W."""
+
+
+def _validated(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise AdvisorError(f"{where}: must be a table, not {type(data).__name__}",
+                           "a rig file has one [rig] table and [[gpu]] tables")
+    try:
+        return validate_entry(cls, data)
+    except Exception as exc:  # pydantic.ValidationError or a bound, kept lazy
+        from advisor.catalog.load import _format_validation
+
+        raise AdvisorError(f"{where}: {_format_validation(exc)}",
+                           "every key of a rig file is described in the README and advisor/probe/rigfile.py") from None
 
 
 def load_rig(catalog: Catalog, path: Path) -> Rig:
-    data = read_toml(Path(path))
-    where = str(path)
+    return rig_from_data(catalog, read_toml(Path(path)), str(path))
+
+
+def rig_from_data(catalog: Catalog, data: dict[str, Any], where: str) -> Rig:
+    """A rig from a parsed rig file; every key validated, every problem an AdvisorError naming `where`."""
     unknown = set(data) - {"rig", "gpu"}
     if unknown:
         raise AdvisorError(f"{where}: unknown table(s) {', '.join(sorted(unknown))}", "a rig file has [rig] and [[gpu]]")
-    head = data.get("rig", {})
-    if not isinstance(head, dict) or set(head) - _RIG_KEYS:
-        raise AdvisorError(f"{where}: [rig] has unknown keys {sorted(set(head) - _RIG_KEYS)}",
-                           f"known keys: {', '.join(sorted(_RIG_KEYS))}")
+    head: RigHead = _validated(RigHead, data.get("rig", {}), f"{where}: [rig]")
     host = catalog.rules.memory.host
-    ram = int(_num(head.get("ram_gib", host.default_ram_gib), f"{where}: ram_gib", 0.001, 65536) * GIB)
-    bw = head.get("ram_bandwidth_gb_s")
+    ram = int((head.ram_gib if head.ram_gib is not None else host.default_ram_gib) * GIB)
+    bw = head.ram_bandwidth_gb_s
     gpus: list[RigGpu] = []
     entries = data.get("gpu", [])
     if not isinstance(entries, list):
         raise AdvisorError(f"{where}: gpu must be an array of tables ([[gpu]])")
-    for n, entry in enumerate(entries, 1):
+    if len(entries) > MAX_RIG_GPUS:
+        raise AdvisorError(f"{where}: {len(entries)} [[gpu]] tables is more than one rig holds")
+    for n, raw in enumerate(entries, 1):
         w = f"{where}: [[gpu]] #{n}"
-        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-            raise AdvisorError(f"{w}: needs a string `id`")
-        if set(entry) - _GPU_KEYS:
-            raise AdvisorError(f"{w}: unknown keys {sorted(set(entry) - _GPU_KEYS)}",
-                               f"known keys: {', '.join(sorted(_GPU_KEYS))}")
+        entry: RigGpuEntry = _validated(RigGpuEntry, raw, w)
+        if entry.memory_basis not in (None, "free", "total"):
+            raise AdvisorError(f"{w}: memory_basis must be \"free\" or \"total\", not {entry.memory_basis!r}")
         spec = _gpu_spec(catalog, entry, w)
-        count = int(_num(entry.get("count", 1), f"{w}: count", 1, 64))
-        gen, lanes = parse_pcie(entry["pcie"]) if "pcie" in entry else (spec.pcie_gen, spec.pcie_lanes)
-        cap = int(_num(entry["memory_gib"], f"{w}: memory_gib", 0.001, 65536) * GIB) if "memory_gib" in entry \
-            else spec.vram_bytes
-        basis = entry.get("memory_basis", "free" if "memory_gib" in entry and cap < spec.vram_bytes else "total")
-        node = int(_num(entry.get("node", 0), f"{w}: node", 0, 1024))
-        for _ in range(count):
+        gen, lanes = parse_pcie(entry.pcie) if entry.pcie is not None else (spec.pcie_gen, spec.pcie_lanes)
+        cap = int(entry.memory_gib * GIB) if entry.memory_gib is not None else spec.vram_bytes
+        basis = entry.memory_basis or ("free" if entry.memory_gib is not None and cap < spec.vram_bytes else "total")
+        if len(gpus) + entry.count > MAX_RIG_GPUS:
+            raise AdvisorError(f"{where}: more than {MAX_RIG_GPUS} GPUs is more than one rig holds")
+        for _ in range(entry.count):
             gpus.append(RigGpu(spec=spec, capacity_bytes=cap, pcie_gen=gen, pcie_lanes=lanes, index=len(gpus),
-                               name=str(entry.get("name", "")), capacity_basis=str(basis), node=node))
-    if len(gpus) > 64:
-        raise AdvisorError(f"{where}: {len(gpus)} GPUs is more than one rig holds")
+                               name=one_line(entry.name, 200), capacity_basis=basis, node=entry.node))
     pairs = []
-    for pair in head.get("nvlink", []):
-        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(i, int) and 0 <= i < len(gpus) for i in pair)):
-            raise AdvisorError(f"{where}: nvlink pairs must be [a, b] GPU indices below {len(gpus)}, not {pair!r}")
-        pairs.append((pair[0], pair[1]))
-    topo = head.get("topology")
-    if topo is not None:
-        if not (isinstance(topo, list) and len(topo) == len(gpus)
-                and all(isinstance(r, list) and len(r) == len(gpus) and all(isinstance(c, str) for c in r) for r in topo)):
-            raise AdvisorError(f"{where}: topology must be a {len(gpus)}x{len(gpus)} matrix of words")
-        topo = tuple(tuple(r) for r in topo)
-    p2p = head.get("p2p")
-    if p2p is not None and not isinstance(p2p, bool):
-        raise AdvisorError(f"{where}: p2p must be true or false")
+    for pair in head.nvlink:
+        if not all(0 <= i < len(gpus) for i in pair) or pair[0] == pair[1]:
+            raise AdvisorError(f"{where}: nvlink pairs must be [a, b] distinct GPU indices below {len(gpus)}, not {list(pair)!r}")
+        pairs.append(pair)
+    for i in sorted({i for pair in pairs for i in pair}):
+        if gpus[i].spec.nvlink is None and gpus[i].spec.arch != "unknown":  # the catalog says it has none
+            raise AdvisorError(f"{where}: nvlink names GPU {i}, but the {gpus[i].spec.name} has no NVLink",
+                               "drop the pair; GPUs without NVLink talk over PCIe")
+    topo = head.topology
+    if topo is not None and not (len(topo) == len(gpus) and all(len(r) == len(gpus) for r in topo)):
+        raise AdvisorError(f"{where}: topology must be a {len(gpus)}x{len(gpus)} matrix of words")
     networks = catalog.rules.interconnect.network.gb_s
-    network = head.get("network", "")
+    network = head.network
     if network and network not in networks:
         raise AdvisorError(f"{where}: unknown network {network!r}", f"use one of: {', '.join(networks)}")
     if len({g.node for g in gpus}) > 1 and not network:
@@ -114,30 +174,27 @@ def load_rig(catalog: Catalog, path: Path) -> Rig:
                            "give each Mac / DGX Spark / Strix Halo its own node, and no other GPU")
     unified = gpus and gpus[0].spec.unified_memory
     return Rig(gpus=tuple(gpus), ram_bytes=gpus[0].spec.vram_bytes if unified else ram,
-               ram_bandwidth_gb_s=_num(bw, f"{where}: ram_bandwidth_gb_s", 0.1, 100000) if bw is not None
+               ram_bandwidth_gb_s=bw if bw is not None
                else (gpus[0].spec.memory_bandwidth_gb_s if unified else float(host.default_ram_bandwidth_gb_s)),
                ram_bandwidth_basis="rig file" if bw is not None else DEFAULT_RAM_BW_BASIS,
-               nvlink_pairs=tuple(pairs), p2p=p2p, topology=topo, cpu=str(head.get("cpu", "")), source="rig-file",
+               nvlink_pairs=tuple(pairs), p2p=head.p2p, topology=topo, cpu=one_line(head.cpu, 200), source="rig-file",
                network=network)
 
 
-def _gpu_spec(catalog: Catalog, entry: dict, where: str) -> GpuSpec:
-    ident = entry["id"]
-    if "vram_gib" in entry and ident not in catalog.gpus:
+def _gpu_spec(catalog: Catalog, entry: RigGpuEntry, where: str) -> GpuSpec:
+    if entry.vram_gib is not None and entry.id not in catalog.gpus:
         return GpuSpec(
-            id=ident, name=str(entry.get("name", ident)), vendor="nvidia", category="consumer", arch="unknown",
-            vram_gib=_num(entry["vram_gib"], f"{where}: vram_gib", 0.001, 65536),
-            memory_bandwidth_gb_s=_num(entry.get("memory_bandwidth_gb_s", 0), f"{where}: memory_bandwidth_gb_s", 0, 1e6),
-            fp16_tflops=_num(entry.get("fp16_tflops", 0), f"{where}: fp16_tflops", 0, 1e6),
-            power_w=_num(entry.get("power_w", 0), f"{where}: power_w", 0, 1e5),
-            sources=("rig file",), pcie_gen=entry.get("pcie_gen"), pcie_lanes=entry.get("pcie_lanes"),
+            id=entry.id, name=one_line(entry.name or entry.id, 200), vendor="nvidia", category="consumer", arch="unknown",
+            vram_gib=entry.vram_gib, memory_bandwidth_gb_s=entry.memory_bandwidth_gb_s or 0.0,
+            fp16_tflops=entry.fp16_tflops or 0.0, power_w=entry.power_w or 0.0,
+            sources=("rig file",), pcie_gen=entry.pcie_gen, pcie_lanes=entry.pcie_lanes,
             notes="described in a rig file, not in the catalog")
-    return catalog.gpus[resolve(catalog.gpus, ident, "gpu")]
+    return catalog.gpus[resolve(catalog.gpus, entry.id, "gpu")]
 
 
 def rig_toml(rig: Rig, name: str = "") -> str:
     """A rig as rig-file TOML (the inverse of load_rig)."""
-    lines = ["# advisor rig file: edit freely; `advisor check MODEL --rig THIS_FILE` reads it.", "[rig]"]
+    lines = [f"{RIG_FILE_MARK}: edit freely; `advisor check MODEL --rig THIS_FILE` reads it.", "[rig]"]
     if name:
         lines.append(f"name = {_q(name)}")
     lines.append(f"ram_gib = {rig.ram_bytes / GIB!r}")
@@ -152,24 +209,69 @@ def rig_toml(rig: Rig, name: str = "") -> str:
     if rig.topology:
         lines.append("topology = [" + ", ".join("[" + ", ".join(_q(c) for c in row) + "]" for row in rig.topology) + "]")
     lines.append(f"source = {_q(rig.source)}")
+    lines += [f"# warning: {one_line(w)}" for w in rig.warnings]
     if rig.network:
         lines.append(f"network = {_q(rig.network)}")
     for g in rig.gpus:
         lines += ["", "[[gpu]]", f"id = {_q(g.spec.id)}"]
         if g.name:
             lines.append(f"name = {_q(g.name)}")
-        if g.spec.arch == "unknown":
-            lines += [f"vram_gib = {g.spec.vram_gib!r}", f"memory_bandwidth_gb_s = {g.spec.memory_bandwidth_gb_s:g}",
-                      f"fp16_tflops = {g.spec.fp16_tflops:g}"]
+        if g.spec.arch == "unknown":  # a GPU not in the catalog: what is known of it (unknown speeds left out)
+            lines.append(f"vram_gib = {g.spec.vram_gib!r}")
+            lines += [f"{key} = {value:g}" for key, value in (("memory_bandwidth_gb_s", g.spec.memory_bandwidth_gb_s),
+                                                              ("fp16_tflops", g.spec.fp16_tflops)) if value > 0]
         if g.capacity_bytes != g.spec.vram_bytes:
             lines.append(f"memory_gib = {g.capacity_bytes / GIB!r}")
             lines.append(f"memory_basis = {_q(g.capacity_basis)}")
         if g.pcie_gen and g.pcie_lanes:
-            lines.append(f'pcie = "{g.pcie_gen}x{g.pcie_lanes}"')
+            link = f"{g.pcie_gen}x{g.pcie_lanes}"
+            try:
+                parse_pcie(link)
+                lines.append(f"pcie = {_q(link)}")
+            except AdvisorError:  # a link the rulebook has no rate for: recorded, not planned with
+                lines.append(f"# pcie = {_q(link)}  (as detected; not a link this advisor can plan with)")
         if g.node:
             lines.append(f"node = {g.node}")
     return "\n".join(lines) + "\n"
 
 
+RIG_FILE_MARK = "# advisor rig file"
+
+
+def save_rig(catalog: Catalog, path: Path, rig: Rig, name: str = "", source: Path | None = None) -> None:
+    """Write `rig` as a rig file, atomically. Refused: overwriting `source` (the file it was read
+    from), overwriting a file that is not a rig file, and a rig this reader would not read back."""
+    import os
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib
+    from advisor.files import write_atomic
+
+    where = one_line(str(path), 300)
+    if os.path.lexists(path):
+        if source is not None and os.path.exists(source) and os.path.samefile(path, source):
+            raise AdvisorError(f"--save {where}: that is the --from input; not overwriting it", "save to another file")
+        try:
+            rig_from_data(catalog, read_toml(Path(path)), where)  # a rig file reads as one
+            is_rig = True
+        except AdvisorError:
+            is_rig = False
+        if not is_rig:
+            raise AdvisorError(f"--save {where}: the file exists and is not a rig file; not overwriting it",
+                               "save to a new file, or remove that one first")
+    text = rig_toml(rig, name=name)
+    try:
+        rig_from_data(catalog, tomllib.loads(text), where)
+    except (AdvisorError, tomllib.TOMLDecodeError) as exc:
+        raise AdvisorError(f"--save {where}: what was read does not make a rig file this advisor reads back ({exc})",
+                           "nothing was written; describe the rig by hand (see the README)") from None
+    write_atomic(path, text)
+
+
 def _q(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A TOML basic string: quotes, backslashes and every control character escaped."""
+    return '"' + "".join(c if c.isprintable() and c not in '"\\' else "\ufffd" if 0xD800 <= ord(c) < 0xE000
+                         else f"\\u{ord(c):04x}" if ord(c) < 0x10000
+                         else f"\\U{ord(c):08x}" for c in text) + '"'

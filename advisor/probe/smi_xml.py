@@ -13,14 +13,17 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from advisor.errors import AdvisorError
+from advisor.errors import AdvisorError, one_line
 from advisor.probe.common import text, to_bytes, to_int, to_watts, topology_cell
 from advisor.probe.types import DetectedGpu, Detection, PcieLink
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
 
-MAX_BYTES = 64 * 1024**2
+MAX_BYTES = 4 * 1024**2
+"""An 8-GPU server's `nvidia-smi -q -x` with its processes is under 1 MiB."""
+MAX_GPUS = 64
+"""`nvidia-smi` reports the GPUs of one machine; no machine holds more."""
 _HINT = "capture it on the GPU machine with `nvidia-smi -q -x > rig.xml`"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -30,9 +33,9 @@ def read_smi_xml(source: str | os.PathLike[str] | bytes) -> Detection:
     import xml.etree.ElementTree as ET  # noqa: N817 - imported here: start-up time matters
 
     data, where = _load(source)
-    if b"<!ENTITY" in data:
+    if ("<!ENTITY" if isinstance(data, str) else b"<!ENTITY") in data:
         raise AdvisorError(f"{where}: XML entity declarations are not accepted", _HINT)
-    if b"\x00" in data:
+    if ("\x00" if isinstance(data, str) else b"\x00") in data:
         raise AdvisorError(f"{where}: not a UTF-8 XML file", _HINT)
     try:
         root = ET.fromstring(data)
@@ -41,7 +44,10 @@ def read_smi_xml(source: str | os.PathLike[str] | bytes) -> Detection:
     if root.tag != "nvidia_smi_log":
         raise AdvisorError(f"{where}: not an `nvidia-smi -q -x` dump (root element <{root.tag}>)", _HINT)
 
-    gpus = tuple(_gpu(i, el) for i, el in enumerate(root.findall("gpu")))
+    elements = root.findall("gpu")
+    if len(elements) > MAX_GPUS:
+        raise AdvisorError(f"{where}: {len(elements)} GPUs is more than one machine holds", _HINT)
+    gpus = tuple(_gpu(i, el) for i, el in enumerate(elements))
     warnings = []
     attached = to_int(root.findtext("attached_gpus"))
     if not gpus:
@@ -62,22 +68,29 @@ def read_smi_xml(source: str | os.PathLike[str] | bytes) -> Detection:
     )
 
 
-def _load(source: str | os.PathLike[str] | bytes) -> tuple[bytes, str]:
+def _load(source: str | os.PathLike[str] | bytes) -> tuple[bytes | str, str]:
     if isinstance(source, (bytes, bytearray)):
         data, where = bytes(source), "the nvidia-smi XML"
     else:
-        path = Path(source)
-        where = str(path)
-        try:
-            if path.stat().st_size > MAX_BYTES:
-                raise AdvisorError(f"{where}: larger than {MAX_BYTES // 1024**2} MiB, not an nvidia-smi dump", _HINT)
-            with path.open("rb") as f:
-                data = f.read(MAX_BYTES + 1)
-        except OSError as e:
-            raise AdvisorError(f"{where}: cannot read ({e.strerror or e})", _HINT) from None
+        from advisor.files import read_limited
+
+        where = one_line(os.fspath(source), 300)
+        data = read_limited(source, MAX_BYTES, "an nvidia-smi dump", _HINT)
     if len(data) > MAX_BYTES:
         raise AdvisorError(f"{where}: larger than {MAX_BYTES // 1024**2} MiB, not an nvidia-smi dump", _HINT)
-    return data, where
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16, as PowerShell's `>` writes it
+        try:
+            return data.decode("utf-16"), where
+        except UnicodeDecodeError:
+            raise AdvisorError(f"{where}: not valid UTF-16 text", _HINT) from None
+    return data.removeprefix(b"\xef\xbb\xbf"), where
+
+
+def is_xml(head: bytes) -> bool:
+    """Whether a file starting with `head` is XML (UTF-8 with or without a BOM, or UTF-16)."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        head = head[2:].replace(b"\x00", b"")
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"<")
 
 
 def _gpu(index: int, el: ET.Element) -> DetectedGpu:
@@ -95,6 +108,8 @@ def _gpu(index: int, el: ET.Element) -> DetectedGpu:
         vram_free_bytes=to_bytes(fb.findtext("free")) if fb is not None else None,
         # `N/A` here means the GPU has no MIG (GeForce); an old driver has no element at all.
         mig=(text(mig.findtext("current_mig")) == "Enabled") if mig is not None else None,
+        mig_memory_bytes=tuple(b for b in (to_bytes(d.findtext("fb_memory_usage/total"))
+                                           for d in el.findall("mig_devices/mig_device")[:64]) if b),
         power_limit_w=_first(el, to_watts, "power_readings/enforced_power_limit",
                              "gpu_power_readings/current_power_limit", "power_readings/power_limit"),
         pcie=_pcie(el.find("pci/pci_gpu_link_info")),

@@ -61,6 +61,8 @@ class DetectedGpu(Record):
     """Enforced power limit, watts."""
     mig: bool | None = None
     """MIG mode on (True), off or unsupported (False), unknown (None)."""
+    mig_memory_bytes: tuple[int, ...] = ()
+    """With MIG on: the memory of each MIG instance (what a CUDA process sees as its device)."""
     pcie: PcieLink | None = None
     nvlink_peers: tuple[int, ...] = ()
     """Indices of the GPUs this one reaches over NVLink (a bridge or an NVSwitch fabric)."""
@@ -82,6 +84,7 @@ class DetectedGpu(Record):
             "pcie": self.pcie.to_json() if self.pcie is not None else None,
             "nvlink_peers": list(self.nvlink_peers),
             "mig": self.mig,
+            "mig_memory_bytes": list(self.mig_memory_bytes) if self.mig else None,
             "compute_capability": self.compute_capability,
             "power_limit_w": self.power_limit_w,
             "lost": self.lost,

@@ -31,6 +31,8 @@ def fit_doc(ranked: list[Ranked], rig: Rig, runtime: str, show_all: bool = False
         quant = r.report.quant.id if usable(r, cpu) else "—"
         text.append(f"  {r.model.id:<30} {quant:<8} {tps:>10} {r.report.max_context_tokens:>9,}  {r.note}")
         md.append(f"| {r.model.id} | {quant} | {tps} | {r.report.max_context_tokens:,} | {r.note} |")
+    warnings = [f"warning: {w}" for w in rig.warnings] if rig.gpus else []  # MIG, a GPU lost: the answer carries it
+    text, md = text + warnings, md + warnings
     hidden = len(ranked) - len(shown)
     if hidden:
         where = "in system RAM" if cpu else "fully on the GPUs"

@@ -6,7 +6,17 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster
 if TYPE_CHECKING:
     from typing import Any
 
-from advisor.engine.result import SCHEMA_VERSION, Report
+from advisor.engine.result import SCHEMA_VERSION, ErrorBand, Report
+
+
+def error_band_json(b: ErrorBand) -> dict[str, Any]:
+    """`speed.error_band`: the kind, its row counts, and p50/p90 per test or "not measured"."""
+    def part(p50: float | None, p90: float | None) -> dict[str, float] | str:
+        return "not measured" if p50 is None or p90 is None else {"p50_pct": p50, "p90_pct": p90}
+    return {"kind": b.kind, "n": {"decode": b.decode_rows, "prefill": b.prefill_rows}, "min_rows": b.min_rows,
+            "decode": part(b.decode_p50_pct, b.decode_p90_pct),
+            "prefill": part(b.prefill_p50_pct, b.prefill_p90_pct),
+            "text": b.text}
 
 
 def check_json(r: Report) -> dict[str, Any]:
@@ -55,7 +65,7 @@ def check_json(r: Report) -> dict[str, Any]:
             "aggregate_decode_tokens_per_s": r.speed.aggregate_decode_tokens_per_s,
             "per_stream_decode_tokens_per_s": r.speed.per_stream_decode_tokens_per_s,
             "basis": r.speed.basis,
-            "error_band": r.speed.error_band,
+            "error_band": error_band_json(r.speed.error_band),
         },
         "interconnect": {
             "nvlink": r.interconnect.nvlink,
@@ -89,4 +99,5 @@ def rig_json(r: Report) -> dict[str, Any]:
         "nvlink": rig.nvlink,
         "nvlink_pairs": [list(p) for p in rig.nvlink_pairs],
         "source": rig.source,
+        "warnings": list(rig.warnings),
     }

@@ -81,7 +81,7 @@ def document(r: Report) -> list[Section]:
     if s.aggregate_decode_tokens_per_s:
         speed_rows.append((f"decode, {r.options.concurrency} streams",
                            f"{rate(s.aggregate_decode_tokens_per_s)} total, {rate(s.per_stream_decode_tokens_per_s)} each"))
-    secs.append(Section("Speed", tuple(speed_rows), lines=(s.basis + ".", s.error_band + ".") if s.decode_tokens_per_s else ()))
+    secs.append(Section("Speed", tuple(speed_rows), lines=(s.basis + ".", s.error_band.text + ".") if s.decode_tokens_per_s else ()))
     i = r.interconnect
     secs.append(Section("Interconnect", (("NVLink", i.nvlink.replace("_", " ")),
                                          ("link time share", f"{i.link_time_share:.1%}"),

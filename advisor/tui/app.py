@@ -72,7 +72,7 @@ class MainScreen(Screen[None]):
         self.catalog = catalog
         self.model_id = model_id
         self.loaded = loaded
-        """A model read from its own file (advisor.modelfile.LoadedModel), or None."""
+        """A model read from its own file (advisor.engine.loaded.LoadedModel), or None."""
         self.rig = rig
         self.detected: Rig | None = None
         self.probe = probe
@@ -170,7 +170,8 @@ class MainScreen(Screen[None]):
             return  # Selects announce their first value on mount: nothing changed
         self._inputs = inputs
         try:
-            model = self.loaded if self.loaded is not None and self.loaded.spec.id == self.model_id else self.model_id
+            model = self.loaded if self.loaded is not None and self.loaded.spec.id == self.model_id \
+                else self.catalog.models[self.model_id]
             self.report = evaluate(self.catalog, self.rig, model, self.options())
         except AdvisorError as exc:
             self.report = None
