@@ -74,6 +74,9 @@ class Case:
     family: str
     source: str
     runtime: str = "llama.cpp"
+    flash_attn: str = "off"
+    """As the row ran: `on`/`off` where it says; `off` where it is blank (llama-bench's default until its
+    2026 builds made it auto)."""
 
     @property
     def ctx(self) -> int:
@@ -121,7 +124,7 @@ def load_cases(catalog: Catalog | None = None) -> list[Case]:
                 model_id=MODELS[row["model"]], quant=quant, test=row["test"],
                 n_prompt=int(row["n_prompt"] or 0), n_gen=int(row["n_gen"] or 0) or (128 if row["test"] == "tg" else 0),
                 measured=measured, family="apple" if spec.vendor == "apple" else spec.arch, source=row["source_url"],
-                runtime=row["runtime"]))
+                runtime=row["runtime"], flash_attn={"1": "on"}.get(row["flash_attn"], "off")))
     return cases
 
 
@@ -133,5 +136,5 @@ def placer_for(catalog: Catalog, case: Case) -> Placer:
     rig = rig_for(catalog, case)
     quant = resolve_quant(catalog, case.quant)
     opts = Options(quant=quant.id, ctx=case.ctx, prompt_tokens=max(case.n_prompt, 1), split=case.split,
-                   runtime=case.runtime)
+                   runtime=case.runtime, flash_attn=case.flash_attn)
     return Placer(catalog.models[case.model_id], quant, catalog.runtimes[case.runtime], rig, opts, catalog.rules)

@@ -331,6 +331,14 @@ def trn001_training_fit(r: Report, c: Catalog) -> Iterator[Said]:
                                          f"{t.strategy}, {gib(cap)} usable; {hint}.")
 
 
+@rule("CMD001")
+def cmd001_command_notes(r: Report, c: Catalog) -> Iterator[Said]:
+    """A `--cmd` command line: name every flag the advisor did not read or does not model, so the answer
+    is never silently for a different configuration than the one given."""
+    for note in r.options.command_notes:
+        yield ("warning", f"--cmd: {note}.")
+
+
 def run_rules(report: Report, catalog: Catalog) -> tuple[Finding, ...]:
     """Every registered rule in order; each finding carries its rule's code."""
     return tuple(Finding(d.code, severity, message) for d in REGISTRY for severity, message in d.check(report, catalog))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 from advisor.record import Record, record
+from advisor.engine.launch import Launch
 from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine.options import Options
 from advisor.engine.placement import Placement
@@ -122,6 +123,8 @@ class Report(Record):
     training: Training | None = None
     model_source: str = "catalog"
     """Where the architecture and weights came from: `catalog`, or a file/store and its path."""
+    launch: Launch | None = None
+    """The command that realises this answer (rules/launch.toml), when the runtime has a launcher."""
 
     @property
     def fits(self) -> bool:
