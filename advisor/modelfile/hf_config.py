@@ -69,7 +69,7 @@ def architecture(cfg: dict[str, Any], where: Path) -> tuple[str, dict[str, Any],
         bad_file(where, "config.json has experts but no num_experts_per_tok")
     if f["experts_active"] > experts:
         bad_file(where, f"num_experts_per_tok {f['experts_active']} is more than the {experts} experts")
-    if experts and not f["shared_experts"] and get_int(c, "shared_expert_intermediate_size", where, "any", 0):
+    if experts and not f["shared_experts"] and get_int(c, ("shared_expert_intermediate_size", "shared_intermediate_size"), where, "any", 0):
         f["shared_experts"] = 1  # Qwen2-MoE / Qwen3-Next: one shared expert of its own width
     if f["kv_lora_rank"]:  # MLA: the query/key head is the no-RoPE part plus the decoupled RoPE part
         f["qk_rope_head_dim"] = get_int(c, "qk_rope_head_dim", where, "qk_rope_head_dim", 0)
@@ -143,7 +143,7 @@ def estimate_params(cfg: dict[str, Any], f: dict[str, Any], where: Path) -> tupl
     norms = 4 * H if mtype.startswith(("gemma2", "gemma3", "gemma4")) else 2 * H  # Gemma adds post-norms
     dense_mlp = 3 * H * f["intermediate_size"]
     E, k, Im = f["experts"], f["experts_active"], f["moe_intermediate_size"]
-    shared_width = get_int(c, "shared_expert_intermediate_size", where, "any", 0)
+    shared_width = get_int(c, ("shared_expert_intermediate_size", "shared_intermediate_size"), where, "any", 0)
     shared = 3 * H * shared_width + H if shared_width else f["shared_experts"] * 3 * H * Im
     moe_mlp = E * 3 * H * Im + H * E + shared
     if c.get("topk_method") == "noaux_tc":
