@@ -221,10 +221,18 @@ def _detect_parser(sub) -> None:
 
 
 def _catalog_parser(sub) -> None:
-    p = sub.add_parser("catalog", help="validate the catalog, show where user files go, print JSON Schemas",
+    p = sub.add_parser("catalog", help="validate the catalog, show where user files go, print JSON Schemas, add a model",
                        description="validate: check built-in and user files, every problem at once (exit 1 if any). "
-                                   "path: the user catalog folder ($ADVISOR_CONFIG_DIR overrides). schema: JSON Schemas.")
-    p.add_argument("action", choices=("validate", "path", "schema"))
+                                   "path: the user catalog folder ($ADVISOR_CONFIG_DIR overrides). schema: JSON Schemas. "
+                                   "add REFERENCE: read a model (ORG/NAME, ORG/NAME-GGUF:TAG, a .gguf URL or file, "
+                                   "ollama:NAME:TAG) and write it into the user catalog, named like a built-in afterwards.")
+    p.add_argument("action", choices=("validate", "path", "schema", "add"))
+    p.add_argument("reference", nargs="?", metavar="REFERENCE", help="add: the model to read")
+    p.add_argument("--id", help="add: the id to give it (default: from the reference's name)")
+    p.add_argument("--name", help="add: the display name (default: the repo's name)")
+    p.add_argument("--alias", action="append", default=[], metavar="NAME",
+                   help="add: another name it answers to (repeatable; the reference itself is always one)")
+    p.add_argument("--replace", action="store_true", help="add: write an entry this command added before again")
     _output_args(p)
 
 

@@ -68,6 +68,15 @@ def cmd_rules(args: argparse.Namespace) -> int:
 def cmd_catalog(args: argparse.Namespace) -> int:
     from advisor.catalog import load
 
+    if args.action == "add":
+        from advisor.commands.catalog_add import cmd_add
+
+        return cmd_add(args)
+    if args.reference or args.id or args.name or args.alias or args.replace:
+        from advisor.errors import AdvisorError
+
+        raise AdvisorError(f"catalog {args.action} takes no reference or add options", "see `advisor catalog --help`")
+
     if args.action == "path":
         folder = load.user_dir()
         if fmt_of(args) == "json":
