@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "models": "advisor.commands.catalog:cmd_list",
     "gpus": "advisor.commands.catalog:cmd_list",
     "runtimes": "advisor.commands.catalog:cmd_list",
+    "quants": "advisor.commands.catalog:cmd_list",
     "rules": "advisor.commands.catalog:cmd_rules",
     "catalog": "advisor.commands.catalog:cmd_catalog",
 }
@@ -41,6 +42,7 @@ examples:
   advisor detect --save my-rig.toml                         capture this machine as a rig file
   advisor models llama / advisor gpus 3090                  search the catalog
   advisor runtimes / advisor rules                          runtimes and what each does; rule codes
+  advisor quants                                            quantizations: bits per weight, quality, runtimes
 
 exit codes: 0 yes (fits / found), 1 no, 2 bad input, 130 interrupted.
 Rig: --gpu SPEC (repeatable, [Nx]GPU_ID), --rig FILE, or the detected local GPUs (CPU-only when none).
@@ -145,7 +147,8 @@ def build_parser(only: str | None = None) -> Parser:
     if want("detect"):
         _detect_parser(sub)
     for name, what in (("models", "LLMs"), ("gpus", "GPUs and unified-memory machines"),
-                       ("runtimes", "inference runtimes (rules/runtimes.toml and yours)")):
+                       ("runtimes", "inference runtimes (rules/runtimes.toml and yours)"),
+                       ("quants", "quantization formats: bits per weight, quality loss, runtimes (rules/quants.toml)")):
         if want(name):
             p = sub.add_parser(name, help=f"the catalog's {what}", description=f"List or search the catalog's {what}.")
             p.add_argument("query", nargs="?", help="filter by id, name or alias (substring)")
