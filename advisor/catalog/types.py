@@ -296,6 +296,8 @@ class QuantSpec(Record):
     expert_bits: float | None = None
     """Bits per weight of a MoE model's routed-expert tensors when the format stores them apart from
     the rest (MXFP4: 4.25 for the experts, `linear_bits` for attention and dense weights)."""
+    aliases: tuple[str, ...] = ()
+    """Other names repos and tools use for this format (`compressed-tensors-w4a16`, `auto-round`)."""
 
 
 @record
