@@ -54,6 +54,8 @@ GPU_NAMES = {
     # the 8060S is the Ryzen AI Max+ 395's GPU; its memory options share the GPU and the 256 GB/s
     "amd radeon 8060s (ryzen ai max+ 395; memory size not stated)": "ryzen-ai-max-395-128gb",
     "amd radeon rx 7900 xtx": "rx-7900-xtx",
+    "amd ryzen ai max+ 395 (framework desktop pre-production, 128 gb lpddr5x-8000)": "ryzen-ai-max-395-128gb",
+    "nvidia geforce rtx 3090 (power limit 220 w)": "rtx-3090",  # the advisor does not model power limits
     "apple m4 max (gpu cores and memory not stated)": None, "apple m3 ultra (256 gb; gpu core count not stated)": None,
 }
 MODELS = {"llama-2-7b": "llama-2-7b", "llama-3-8b": "llama-3-8b", "llama-3-70b": "llama-3-70b",
@@ -78,7 +80,8 @@ HELDOUT_DATASETS = frozenset({
     "strix_halo_kyuz0_toolboxes", "llamacpp_pr15616_m2ultra", "mlxlm_pr406_m4max", "mlx_pr3077_cuda", "mlxlm_pr1569_m3pro",
     "mlxlm_issue92", "rapidmlx_m3ultra", "strixhalo_homelab_issue11", "geerlingguy_aibench_issue23",
     "geerlingguy_aibench_issue25", "geerlingguy_aibench_issue43", "geerlingguy_aibench_issue51", "geerlingguy_pcie_issue766",
-    "geerlingguy_sbc_issue107", "orionzhen_llamabench_amd", "rx7900xtx_1337hero_vulkan"})
+    "geerlingguy_sbc_issue107", "orionzhen_llamabench_amd", "rx7900xtx_1337hero_vulkan", "x3090_lottolotto_vllm",
+    "strix_halo_lhl_llmbench"})
 """2025-26 public measurements added after the speed tables were fitted (tests/data/speed_measurements.md,
 "2025-26 rows"), plus every `llmfit_community_*` dataset. Never fitted on: load_cases leaves them out and
 bench/accuracy.py scores today's rules/speed.toml on them (load_heldout) as an out-of-sample check."""
