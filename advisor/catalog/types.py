@@ -244,7 +244,9 @@ class RuntimeSpec(Record):
     ubatch_large: int = 0
     """Micro-batch on large GPUs (0: same as `ubatch`)."""
     large_gpu_gib: float = 0.0
-    """GPUs with at least this much memory (A100s excepted) use `ubatch_large`."""
+    """GPUs with at least this much memory use `ubatch_large` (and `max_num_seqs_large`)."""
+    large_gpu_excluded: tuple[str, ...] = ()
+    """GPU id prefixes that keep the small defaults however much memory they have."""
     context_mib_many_gpus: float = 0.0
     """Extra per-GPU memory outside the allocator when 8 or more GPUs talk (NCCL buffers), MiB."""
     gpu_memory_utilization: float = 0.0
@@ -297,9 +299,21 @@ class RuntimeSpec(Record):
     """Per-GPU memory its captured CUDA graphs take, MiB (0 with eager mode)."""
     max_num_seqs: int = 0
     """Most requests it decodes at once by default (0: no cap beyond memory)."""
+    max_num_seqs_large: int = 0
+    """The same on GPUs of `large_gpu_gib` and more (0: as `max_num_seqs`)."""
+    sampler_copies: float = 0.0
+    """Paged runtimes that profile their sampler with `max_num_seqs` requests: f32 copies of
+    (requests x vocabulary) its warm-up holds at the peak (0: logits for the whole profile batch instead)."""
+    sampler_basis: str = ""
+    """Where `sampler_copies` comes from."""
     pipeline_split: str = "memory"
     """How a layer (pipeline) split cuts the layers: `memory` (in proportion to each GPU's memory, llama.cpp)
     or `even` (equal stages, vLLM's pipeline parallel: the smallest card's stage decides)."""
+    pool_spread_mib: float = 0.0
+    """How much of a paged runtime's non-KV memory moves between two starts of the same command, MiB: a
+    pool with less spare than this over one request may not start."""
+    pool_spread_basis: str = ""
+    """Where `pool_spread_mib` comes from."""
     remedy_memory_fraction: float = 0.0
     """The highest memory fraction the advisor suggests when a paged runtime does not start (0: none)."""
     remedy_basis: str = ""

@@ -67,6 +67,7 @@ def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
         raise AdvisorError(f"--prompt-tokens {options.prompt_tokens} is out of range", f"use 1 to {MAX_PROMPT}")
     names = runtime.option_names
     for given, key, what in ((options.memory_fraction, "memory_fraction", "a memory fraction"),
+                             (options.max_num_batched_tokens, "max_num_batched_tokens", "a batched-token budget"),
                              (options.max_num_seqs, "max_num_seqs", "a cap on requests per step"),
                              (options.enforce_eager or None, "eager", "an eager mode"),
                              (options.cpu_offload_gb or None, "cpu_offload_gb", "--cpu-offload-gb"),
@@ -195,7 +196,8 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
     split = placer.split if len(rig.gpus) > 1 else runtime.default_split
     serving = None
     if runtime.kv_pool == "paged" and rig.gpus and options.workload == "inference":
-        serving = serve(placement, rig, model, quant, runtime, rules, options, ctx)
+        serving = serve(placement, rig, model, quant, runtime, rules, options, ctx,
+                        max_num_seqs=placer.batch_defaults()[1])
         speed = replace(speed, aggregate_decode_tokens_per_s=serving.aggregate_decode_tokens_per_s
                         if options.concurrency > 1 else None,
                         per_stream_decode_tokens_per_s=serving.per_stream_decode_tokens_per_s

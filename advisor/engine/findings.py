@@ -177,6 +177,21 @@ def srv002_what_makes_it_start(r: Report, c: Catalog) -> Iterator[Said]:
                     f"the KV pool; what would make it start: " + "; ".join(parts) + ".")
 
 
+@rule("SRV003")
+def srv003_no_margin(r: Report, c: Catalog) -> Iterator[Said]:
+    """A paged-KV runtime that starts with less spare pool over one request than its non-KV memory varies
+    by between two starts of the same command (rules/runtimes.toml pool_spread_mib): it may not start;
+    name what gives it room."""
+    s = r.serving
+    spread = int(r.runtime.pool_spread_mib * 1024**2)
+    if s is None or not s.marginal(spread):
+        return
+    room = "; ".join(f"{m.option} (up to {ktok(m.max_context_tokens)})" for m in s.remedies if m.max_context_tokens)
+    yield ("warning", f"{r.runtime.name} starts with {gib(s.spare_bytes)} to spare over one "
+                      f"{s.request_tokens:,}-token request, less than the {gib(spread)} its non-KV memory varied "
+                      f"by between two starts of one command: it may not start" + (f"; room: {room}." if room else "."))
+
+
 @rule("CTX001")
 def ctx001_capped(r: Report, c: Catalog) -> Iterator[Said]:
     """The asked context exceeds the model's maximum: it was capped."""

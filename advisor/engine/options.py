@@ -46,6 +46,9 @@ class Options(Record):
     --mem-fraction-static); None: the runtime's default."""
     max_num_seqs: int | None = None
     """Paged runtimes: most requests decoded at once (vLLM --max-num-seqs); None: the runtime's default."""
+    max_num_batched_tokens: int | None = None
+    """Paged runtimes: tokens per scheduler step, the profile batch (vLLM --max-num-batched-tokens);
+    None: the runtime's default for the GPU."""
     enforce_eager: bool = False
     """Paged runtimes: no CUDA graphs (vLLM --enforce-eager): their memory goes to the KV pool, decode is slower."""
     cpu_offload_gb: float = 0.0

@@ -171,18 +171,26 @@ class Placer:
         unified = bool(self.rig.gpus) and self.rig.gpus[gpu].spec.unified_memory
         context = 0 if unified or not self.rig.gpus else mem.context_bytes(self.runtime)
         rt = self.runtime
-        ubatch = rt.ubatch
-        if self.rig.gpus and rt.ubatch_large:
-            spec = self.rig.gpus[gpu].spec
-            if spec.vram_gib >= rt.large_gpu_gib and not spec.id.startswith("a100"):
-                ubatch = rt.ubatch_large
+        ubatch, seqs = self.batch_defaults(gpu)
         if context and len(self.rig.gpus) >= 8:
             context += int(rt.context_mib_many_gpus * mem.MIB)
         if context and rt.cuda_graph_mib and not self.options.enforce_eager:
             context += int(rt.cuda_graph_mib * mem.MIB)
         return context + mem.compute_buffer_bytes(
             self.model, rt, cells, holds_output=holds_output,
-            flash_attention=self.flash_attention, heads_on_device=heads, ubatch=ubatch)
+            flash_attention=self.flash_attention, heads_on_device=heads, ubatch=ubatch, sequences=seqs)
+
+    def batch_defaults(self, gpu: int = 0) -> tuple[int, int]:
+        """(tokens per profile batch, requests per step) on this GPU: as asked, else the runtime's defaults,
+        which vLLM raises on GPUs of `large_gpu_gib` and more that are not A100s (its get_batch_defaults)."""
+        rt = self.runtime
+        ubatch, seqs = rt.ubatch, rt.max_num_seqs
+        if self.rig.gpus and rt.large_gpu_gib:
+            spec = self.rig.gpus[gpu].spec
+            if spec.vram_gib >= rt.large_gpu_gib and not spec.id.startswith(rt.large_gpu_excluded or ("\0",)):
+                ubatch = rt.ubatch_large or ubatch
+                seqs = rt.max_num_seqs_large or seqs
+        return (self.options.max_num_batched_tokens or ubatch, self.options.max_num_seqs or seqs)
 
     def _host(self, weights: int, kv: int, layers: int, gpu_bytes: int = 0) -> DeviceUse:
         """System RAM's share. On unified memory what the GPU holds comes out of the same RAM, and the
@@ -247,8 +255,9 @@ class Placer:
             w[out_dev] += self.layout.output_bytes
         else:
             host_w += self.layout.output_bytes
-        if not self.embed_on_host:
-            # unified memory / runtimes that keep the embedding on the GPU: it sits with layer 0.
+        if not self.embed_on_host and not (self.model.tied_embeddings and out_dev >= 0):
+            # unified memory / runtimes that keep the embedding on the GPU: it sits with layer 0 (a tied
+            # embedding is the output head already counted there: PyTorch runtimes hold one copy).
             first = next((d for d in devs if d >= 0), -1)
             if first >= 0:
                 w[first] += self.layout.embed_bytes

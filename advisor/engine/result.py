@@ -160,12 +160,18 @@ class Serving(Record):
     per_stream_decode_tokens_per_s: float | None = None
     """Each running request."""
     remedies: tuple[Remedy, ...] = ()
-    """When it does not start: what would make it start."""
+    """When it does not start, or starts with less spare than starts vary by: what would make it start."""
+    spare_bytes: int = 0
+    """Pool left over one request of `request_tokens` on the tightest GPU (negative: it does not start)."""
     basis: str = ""
 
     @property
     def starts(self) -> bool:
         return self.max_concurrency >= 1.0
+
+    def marginal(self, spread_bytes: int) -> bool:
+        """It starts, with less spare than the run-to-run spread of the runtime's non-KV memory."""
+        return self.starts and self.spare_bytes < spread_bytes
 
 
 @record

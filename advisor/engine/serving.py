@@ -45,15 +45,17 @@ def memory_fraction(runtime: RuntimeSpec, options: Options) -> float:
 
 
 def serve(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
-          rules: Rulebook, options: Options, ctx: int) -> Serving:
+          rules: Rulebook, options: Options, ctx: int, max_num_seqs: int = 0) -> Serving:
     tokens, total, shares = pool(placement, runtime, ctx)
     conc = tokens / max(ctx, 1) if placement.runs else 0.0
-    cap = options.max_num_seqs or runtime.max_num_seqs or options.concurrency
+    used = [d for d in placement.devices if d.total_bytes > 0]
+    spare = min((d.free_bytes for d in used), default=0)
+    cap = max_num_seqs or options.concurrency
     running = min(options.concurrency, cap, int(conc)) if conc >= 1 else 0
     s = Serving(kv_cache_tokens=tokens if placement.runs else 0, kv_cache_bytes=total if placement.runs else 0,
                 request_tokens=ctx, max_concurrency=round(conc, 2), requested=options.concurrency,
                 running=running, queued=options.concurrency - running, max_num_seqs=cap,
-                memory_fraction=memory_fraction(runtime, options), devices=shares,
+                memory_fraction=memory_fraction(runtime, options), devices=shares, spare_bytes=spare,
                 basis=(f"{memory_fraction(runtime, options):g} of each GPU, less weights, the activation peak of one "
                        f"profile batch and CUDA graphs, is one pool of {runtime.kv_block_tokens}-token pages; the GPU "
                        f"with the fewest pages decides; a request of {ctx:,} tokens is the unit of concurrency"))
@@ -70,7 +72,7 @@ def serve(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, ru
         s = replace(s, ttft_s=round(ttft, 3), ttft_all_s=round(ttft * running, 3),
                     aggregate_decode_tokens_per_s=round(running / step_s, 1),
                     per_stream_decode_tokens_per_s=round(1 / step_s, 1))
-    if not s.starts:
+    if not s.starts or s.marginal(int(runtime.pool_spread_mib * 1024**2)):
         s = replace(s, remedies=remedies(placement, rig, model, quant, runtime, rules, options, ctx))
     return s
 
@@ -102,7 +104,7 @@ def remedies(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec,
         tokens = pool(at, runtime, ctx)[0] if at.runs else 0
         out.append(Remedy(text, p.max_context(), tokens, at.runs))
     base = Placer(model, quant, runtime, rig, options, rules).max_context()
-    if base and "max_model_len" in names:
+    if base and base < ctx and "max_model_len" in names:
         out.insert(0, Remedy(f"{names['max_model_len']} {base}", base,
                              pool(Placer(model, quant, runtime, rig, options, rules).at(base), runtime, base)[0],
                              False))
