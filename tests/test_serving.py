@@ -125,7 +125,7 @@ def test_exllamav2_refuses_gpt_oss(catalog):
 def test_plan_never_proposes_what_the_runtime_cannot_run(catalog):
     p = make_plan(catalog, catalog.models["llama-3.1-70b"], Options(runtime="vllm"), min_tps=20, used=True, top=50)
     assert p.options
-    assert not any("tesla-p40" in g for o in p.options for g in o.gpus)
+    assert not any(g[1] == "tesla-p40" for o in p.options for g in o.gpus)
 
 
 def test_serving_json_and_options_on_the_cli(run_cli):
@@ -141,3 +141,14 @@ def test_serving_json_and_options_on_the_cli(run_cli):
     assert s["running"] + s["queued"] == 4
     bad = run_cli("check", "llama-3.1-8b", "--gpu", "rtx-3090", "--tensor-parallel-size", "2")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_vllm_quant_kernels_follow_the_gpu_backend(catalog):
+    """vLLM has no AWQ kernels on ROCm (its quantization hardware table): AMD rigs are never planned with
+    AWQ and an explicit --quant awq is refused with the reason."""
+    r = _check(catalog, "llama-3.1-70b", ["2xrx-7900-xtx"])
+    assert r.quant.id != "awq" and not r.refusal
+    asked = _check(catalog, "llama-3.1-70b", ["2xrx-7900-xtx"], quant="awq")
+    assert not asked.runs and "rocm" in asked.refusal
+    p = make_plan(catalog, catalog.models["llama-3.1-70b"], Options(runtime="vllm"), min_tps=20, used=True, top=50)
+    assert p.options and not any(g[1] == "rx-7900-xtx" for o in p.options for g in o.gpus)

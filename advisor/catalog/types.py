@@ -329,6 +329,8 @@ class RuntimeSpec(Record):
     """Lowest NVIDIA compute capability its kernels need for each quantization id it loads."""
     quant_basis: str = ""
     """Where `quant_min_cc` comes from."""
+    quant_backends: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """For each quantization id it loads whose kernels exist only for some GPU backends: those backends."""
     unsupported_families: tuple[str, ...] = ()
     """Model families it does not implement (e.g. ExLlamaV2 has no gpt-oss)."""
     families_basis: str = ""

@@ -181,7 +181,11 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
                     break
         placer = placer or first_running
         if placer is None:
-            placer = Placer(model, fallback_quant(catalog, runtime, model), runtime, rig, options, rules)
+            fallback = fallback_quant(catalog, runtime, model)
+            if refusal(catalog, runtime, rig, model, fallback):  # show one its kernels run, if any
+                fallback = next((q for q in reversed(quant_ladder(catalog, runtime, model))
+                                 if not refusal(catalog, runtime, rig, model, q)), fallback)
+            placer = Placer(model, fallback, runtime, rig, options, rules)
         quant, chosen = placer.quant, True
     refused = refusal(catalog, runtime, rig, model, quant)
     if refused:

@@ -39,6 +39,12 @@ def refusal(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec, 
         return (f"{runtime.name} does not implement {model.family} models ({runtime.families_basis}); "
                 f"runtimes that do: {', '.join(_others(catalog, runtime, rig, model))}")
     low = _lowest_cc(rig)
+    backends = {g.spec.backend for g in rig.gpus if g.spec.backend}
+    if quant is not None and quant.id in runtime.quant_backends and backends - set(runtime.quant_backends[quant.id]):
+        lacking = sorted(backends - set(runtime.quant_backends[quant.id]))
+        return (f"{runtime.name} has no {quant.id} kernels for {', '.join(lacking)} ({runtime.quant_basis}); "
+                f"its 16-bit and other quantized paths run there; other runtimes: "
+                f"{', '.join(_others(catalog, runtime, rig, model))}")
     if low and runtime.min_compute_capability and low[0] < runtime.min_compute_capability:
         return (f"{runtime.name} needs CUDA compute capability {runtime.min_compute_capability:g} or higher and "
                 f"{low[1]} has {low[0]:g} ({runtime.hardware_basis}); on this GPU use --runtime "
