@@ -61,12 +61,14 @@ def test_eager_and_a_larger_fraction_grow_the_pool(catalog):
     assert _check(catalog, "llama-3.1-8b", ["rtx-4090"], kv_type="fp8").serving.kv_cache_tokens > 1.9 * base
 
 
-def test_70b_on_two_3090s_at_8k_has_no_margin(catalog):
-    """At 8k the AWQ 70B pool holds one request with less spare than vLLM's start-to-start spread."""
+def test_70b_on_two_3090s_at_8k_is_on_the_edge_and_says_what_gives_room(catalog):
+    """At 8k one AWQ 70B request is within vLLM's start-to-start spread of the pool (starting or not), so
+    the answer names what gives it room either way (SRV002 when it does not start, SRV003 when barely)."""
     r = _check(catalog, "llama-3.1-70b", ["2xrtx-3090"])
-    assert r.quant.id == "awq" and r.serving.starts and 1 <= r.serving.max_concurrency < 1.2
-    warn = [f for f in r.findings if f.code == "SRV003"]
-    assert warn and "--gpu-memory-utilization 0.95" in warn[0].message and "--kv-cache-dtype fp8" in warn[0].message
+    spread = int(r.runtime.pool_spread_mib * 1024**2)
+    assert r.quant.id == "awq" and abs(r.serving.spare_bytes) < spread
+    said = [f for f in r.findings if f.code in ("SRV002", "SRV003")]
+    assert said and "--gpu-memory-utilization 0.95" in said[0].message and "--kv-cache-dtype fp8" in said[0].message
 
 
 def test_70b_on_two_3090s_names_what_would_make_it_start(catalog):
