@@ -111,7 +111,10 @@ def make_gguf(path: Path, m: Tiny | None = None, split_max_tensors: int = 0, **w
         w.add_kv_lora_rank(m.kv_lora_rank)
         w.add_rope_dimension_count(m.rope_dim)
     for key, value in m.extra.items():
-        w.add_uint32(key, value)
+        if isinstance(value, list):
+            w.add_array(key, value)
+        else:
+            w.add_uint32(key, value)
     w.add_token_list([f"tok{i}" for i in range(m.vocab)])
     H, hd, q = m.hidden, m.head_dim, m.wtype
     kvh = max(m.kv_heads) if isinstance(m.kv_heads, list) else m.kv_heads
