@@ -29,7 +29,7 @@ def _others(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec) 
     """Runtimes other than this one that run this model on this rig's GPUs."""
     vendors = {g.spec.vendor for g in rig.gpus}
     return [r.id for r in catalog.runtimes.values()
-            if r.id != runtime.id and runtime_runs_here(r, rig) and vendors <= set(r.vendors)
+            if r != runtime and runtime_runs_here(r, rig) and vendors <= set(r.vendors)
             and model.family not in r.unsupported_families]
 
 
