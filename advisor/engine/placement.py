@@ -500,7 +500,9 @@ class Placer:
         """The largest context (multiple of 256, up to the model's maximum) that still fits fully
         (on a CPU-only rig: that still runs from system RAM)."""
         limit = self.model.max_context
-        ok = (lambda p: p.runs) if self.rig.is_cpu_only else (lambda p: p.fits)  # no GPU: what RAM holds
+        # no GPU, or a placement the command line fixed (-ngl, -ot): the largest context that still runs so
+        explicit = self.options.n_gpu_layers is not None or self.options.cpu_expert_layers is not None
+        ok = (lambda p: p.runs) if self.rig.is_cpu_only or explicit else (lambda p: p.fits)
         if not ok(self.at(256)):
             return 0
         if ok(self.at(limit)):
