@@ -128,6 +128,24 @@ def test_override_patterns_match_like_llama_cpp():
     assert expert_layers_from_overrides([r"blk\.0\.=CUDA0,exps=CPU"], 3) == (1, 2)  # first match wins
 
 
+def test_a_backtracking_pattern_is_matched_in_linear_time():
+    # Python's re needs over 20 s for one tensor name with this pattern (exponential backtracking); RE2 is
+    # linear, so 94 layers x 3 expert tensors answer at once. Run aside so a regression fails, not hangs.
+    import threading
+
+    out = []
+    t = threading.Thread(target=lambda: out.append(
+        expert_layers_from_overrides([r"(.*)*(.*)*(.*)*(a+)+$=CPU"], 94)), daemon=True)
+    t.start()
+    t.join(10)
+    assert out == [()]
+
+
+def test_a_pattern_re2_cannot_read_is_one_line(run_cli):
+    r = run_cli("check", "--cmd", r"llama-server -m qwen3-30b-a3b-Q4_K_M.gguf -ot '(e)\1=CPU'", "--gpu", "rtx-3090")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "regular expression" in r.stderr
+
+
 def test_quant_is_read_from_the_file_name():
     assert quant_in_name("Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf", ["Q4_K_M", "Q4_K_S", "Q4_0"]) == \
         ("Qwen3-235B-A22B", "Q4_K_M")

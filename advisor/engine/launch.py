@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 import shlex
 
+import re2
+
 from advisor.record import Record, record
 from advisor.catalog.rulebook import LaunchFlag, Launcher, LaunchRules
 from advisor.errors import AdvisorError
@@ -269,6 +271,14 @@ def _int(parsed: ParsedCommand, name: str, lo: int, hi: int) -> int | None:
     return parse_int(text, f"--cmd {name}", lo, hi, suffixes=True)
 
 
+# -ot patterns come from the user's command line and are matched against every expert tensor name: RE2
+# matches in time linear in the name (Python's re backtracks: `(a+)+$` took 3 s on a 25-character name),
+# so a pathological pattern cannot hang the answer. RE2 lacks backreferences and lookaround, which
+# llama.cpp's tensor-override patterns do not use; such a pattern is refused with the reason.
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
 def expert_layers_from_overrides(patterns: list[str], n_layers: int) -> tuple[int, ...] | None:
     """The layers whose routed-expert tensors `-ot REGEX=CPU` patterns send to system RAM (each pattern
     matched against llama.cpp's tensor names as llama.cpp matches them: a search, first match wins)."""
@@ -283,9 +293,10 @@ def expert_layers_from_overrides(patterns: list[str], n_layers: int) -> tuple[in
             if not eq or not regex:
                 raise AdvisorError(f"--cmd: -ot {part!r} is not PATTERN=BUFFER", "e.g. -ot exps=CPU")
             try:
-                rules.append((re.compile(regex), buffer.strip().upper()))
-            except re.error as exc:
-                raise AdvisorError(f"--cmd: -ot {regex!r} is not a regular expression ({exc})",
+                rules.append((re2.compile(regex, options=_RE2_OPTIONS), buffer.strip().upper()))
+            except re2.error as exc:
+                why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+                raise AdvisorError(f"--cmd: -ot {regex!r} is not a regular expression the advisor reads ({why})",
                                    "e.g. -ot 'blk\\.(1[0-9])\\.ffn_.*_exps\\.=CPU'") from None
     cpu = []
     for il in range(n_layers):
