@@ -103,8 +103,14 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
     g.add_argument("--prompt-tokens", type=_whole("--prompt-tokens", 100_000_000), default=DEFAULT_PROMPT_TOKENS,
                    metavar="N",
                    help=f"prompt length for the prefill estimate (default {DEFAULT_PROMPT_TOKENS})")
-    g.add_argument("--kv-cache", default="f16",
-                   metavar="TYPE", help="KV cache type: f16 (default), q8_0, q4_0; fp8 for vLLM")
+    g.add_argument("--kv-cache", default=None,
+                   metavar="TYPE", help="KV cache type: f16, q8_0, q4_0; fp8 for vLLM (default: f16, or q8_0 "
+                                        "where that fits a better quantization)")
+    g.add_argument("--min-quality", metavar="Q",
+                   help="lowest quantization the automatic choice may pick (lowers the default quality floor, "
+                        "rules/quality.toml)")
+    g.add_argument("--allow-low-bit", action="store_true",
+                   help="no quality floor: 2-bit and 1-bit quantizations may be chosen")
     g.add_argument("--runtime", default="llama.cpp", metavar="R",
                    help="runtime id (default llama.cpp; `advisor runtimes` lists them and what each does)")
     g.add_argument("--split", choices=("layer", "tensor"), default=None,
@@ -165,6 +171,8 @@ def _check_parser(sub) -> None:
                        description="One model on one rig. Exit 0 when it fits fully in GPU memory, 1 when not "
                                    "(it may still run with offload: see `runs`), 2 on bad input.")
     _model_args(p)
+    p.add_argument("--min-tps", type=_positive("--min-tps", 1e7), metavar="N",
+                   help="decode speed the automatic choice reaches first (default: reading speed, 5 tok/s)")
     _rig_args(p)
     _output_args(p)
 

@@ -79,12 +79,14 @@ def check_runtime_hardware(runtime: RuntimeSpec, rig: Rig) -> None:
 
 def quant_ladder(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None = None) -> list[QuantSpec]:
     """The quantizations to try, best quality first. A model published in a low-bit format
-    (`native_quant`) starts there: its 16-bit files only widen the small non-expert part."""
+    (`native_quant`) is tried in that format only: its 16-bit files only widen the small non-expert
+    part, and GGUFs "below" it keep the experts in that format (so the ladder's bits per weight
+    would describe files that do not exist)."""
     sel = catalog.rules.memory.selection
     ladder = [resolve_quant(catalog, q) for q in sel.ladder[runtime.ladder]]
     native = _native(catalog, runtime, model)
     if native is not None:
-        ladder = [native] + [q for q in ladder if q.bits_per_weight < native.bits_per_weight]
+        ladder = [native]
     return ladder
 
 
@@ -129,6 +131,7 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
         layout = replace(loaded.layout, output_bytes=loaded.layout.output_bytes + loaded.other_bytes)
         placer = Placer(model, loaded.quant, runtime, rig, options, rules, layout=layout)
         quant, chosen = loaded.quant, False
+        choices, why, policy = (), "", None
     elif options.quant:
         quant = resolve_quant(catalog, options.quant)
         if not runtime.loads(quant):
@@ -136,27 +139,18 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
                                f"runtimes for {quant.id}: {', '.join(quant.runtimes)}")
         placer = Placer(model, quant, runtime, rig, options, rules)
         chosen = False
+        choices, why, policy = (), "", None
     else:
-        placer = None
-        first_running = None
-        reading = float(rules.memory.selection.reading_tokens_per_s)
-        for q in quant_ladder(catalog, runtime, model):
-            p = Placer(model, q, runtime, rig, options, rules)
-            at = p.at(ctx)
-            if at.fits:
-                placer = p
-                break
-            if rig.is_cpu_only and at.runs:
-                # No GPU: the best quality that still decodes at reading speed, else the first that runs.
-                first_running = first_running or p
-                tps = estimate_speed(at, rig, model, q, runtime, rules, options, ctx).decode_tokens_per_s or 0
-                if tps >= reading:
-                    placer = p
-                    break
-        placer = placer or first_running
+        from advisor.engine.choice import choose
+
+        decision = choose(catalog, rig, model, runtime, options, quant_ladder(catalog, runtime, model),
+                          fallback_quant(catalog, runtime, model), resolve_quant, estimate_speed)
+        placer = decision.placer
         if placer is None:
             placer = Placer(model, fallback_quant(catalog, runtime, model), runtime, rig, options, rules)
+        options = replace(options, kv_type=decision.kv_type)
         quant, chosen = placer.quant, True
+        choices, why, policy = decision.choices, decision.why, decision.policy
     placement = placer.at(ctx)
     max_ctx = placer.max_context()
     kv_total = sum(mem.kv_bytes_per_layer(model, mem.kv_cells(ctx, runtime, rules), options.kv_type, rules,
@@ -168,6 +162,15 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
                     context_tokens=ctx, options=options, rig=rig, placement=placement,
                     kv_cache_bytes=kv_total, max_context_tokens=max_ctx, speed=speed, interconnect=inter,
                     findings=(), model_source=f"{loaded.source}: {loaded.spec.sources[0]}" if loaded else "catalog")
+    if options.workload == "inference":
+        from advisor.engine import choice as ch
+
+        if policy is None:
+            why = "given with --quant" if options.quant else "the model file's own quantization"
+            policy = ch.policy(catalog, model, options, False, resolve_quant)
+            choices = ch.table_for(catalog, rig, model, runtime, options, quant_ladder(catalog, runtime, model),
+                                   quant, why, policy, estimate_speed)
+        report = replace(report, choices=choices, choice_why=why, policy=policy)
     if options.workload != "inference":
         from advisor.engine.training import estimate_training, training_verdict
 

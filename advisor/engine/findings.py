@@ -149,16 +149,28 @@ def qnt001_chosen(r: Report, c: Catalog) -> Iterator[Said]:
     """Say which quantization the advisor chose when none was given, and why."""
     if not r.quant_chosen:
         return
-    if r.fits:
-        msg = f"{r.quant.id} is the best-quality quantization that fits fully (no --quant given)"
-    elif r.rig.is_cpu_only and r.runs:
-        msg = (f"no GPU: {r.quant.id} is the best-quality quantization that runs from system RAM at reading "
-               f"speed, or the first that runs at all (no --quant given)")
-    elif r.rig.is_cpu_only:
+    if r.choice_why:
+        yield ("info", f"{r.quant.id} with {r.options.kv_type} KV: {r.choice_why} (no --quant given).")
+        return
+    if r.rig.is_cpu_only:
         msg = f"no GPU: showing {r.quant.id}, the common download (no --quant given)"
     else:
         msg = f"no quantization fits fully; showing {r.quant.id}, the common download (no --quant given)"
     yield ("info", msg + ".")
+
+
+@rule("QNT003")
+def qnt003_below_floor(r: Report, c: Catalog) -> Iterator[Said]:
+    """Nothing above the quality floor fits fully, but a quantization below it would: name it and the
+    flag that allows it, so a user who accepts the loss knows the option exists (never chosen unasked)."""
+    if r.fits or not r.quant_chosen:
+        return
+    low = next((ch for ch in r.choices if ch.below_floor and ch.fits), None)
+    if low is not None:
+        loss = f"KL divergence {low.quant.kld:.3f} vs 16-bit" if low.quant.kld is not None else \
+            f"{low.quant.bits_per_weight:.2f} bits per weight"
+        yield ("info", f"{low.quant.id} would fit fully, but it is below the quality floor ({loss}); "
+                       f"--allow-low-bit or --quant {low.quant.id} takes it anyway.")
 
 
 @rule("QNT002")

@@ -41,3 +41,11 @@ class Options(Record):
     """Training: tokens per sequence."""
     gradient_checkpointing: bool = True
     """Training: recompute activations in the backward pass instead of storing them."""
+    min_tps: float | None = None
+    """Decode speed the automatic choice must reach first; None: reading speed (rules/memory.toml)."""
+    min_quality: str | None = None
+    """Lowest quantization the automatic choice may pick (lowers the quality floor of rules/quality.toml)."""
+    allow_low_bit: bool = False
+    """No quality floor: any quantization that reaches the targets may be chosen."""
+    kv_fixed: bool = False
+    """The KV cache type was given (--kv-cache): the automatic choice keeps it instead of trying q8_0."""

@@ -122,6 +122,12 @@ class Report(Record):
     training: Training | None = None
     model_source: str = "catalog"
     """Where the architecture and weights came from: `catalog`, or a file/store and its path."""
+    choices: tuple = ()
+    """The trade-off table (advisor.engine.choice.Choice rows): each viable quantization x KV cache type."""
+    choice_why: str = ""
+    """Why the quantization and KV cache type were picked."""
+    policy: object = None
+    """What the automatic choice aimed for (advisor.engine.choice.Policy): targets and the quality floor."""
 
     @property
     def fits(self) -> bool:

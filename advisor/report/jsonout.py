@@ -76,6 +76,12 @@ def check_json(r: Report) -> dict[str, Any]:
         },
         "findings": [{"code": f.code, "severity": f.severity, "message": f.message} for f in r.findings],
     }
+    if r.policy is not None:
+        out["choice"] = {"why": r.choice_why or None, "policy": r.policy.text,
+                         "target_tokens_per_s": r.policy.target_tokens_per_s,
+                         "target_context_tokens": r.policy.target_context, "quality_floor": r.policy.floor.text}
+    if r.training is None:
+        out["choices"] = [choice_json(c) for c in r.choices]
     if r.training is not None:
         t = r.training
         out["training"] = {
@@ -86,6 +92,14 @@ def check_json(r: Report) -> dict[str, Any]:
             "basis": t.basis,
         }
     return out
+
+
+def choice_json(c: Any) -> dict[str, Any]:
+    """One row of the trade-off table (the contract's `choices`)."""
+    return {"quant": c.quant.id, "kv_cache_type": c.kv_type, "max_context_tokens": c.max_context_tokens,
+            "decode_tokens_per_s": c.decode_tokens_per_s, "prefill_tokens_per_s": c.prefill_tokens_per_s,
+            "quality_loss": c.quality_loss, "where": c.where, "fits": c.fits, "below_floor": c.below_floor,
+            "picked": c.picked, "why": c.why}
 
 
 def rig_json(r: Report) -> dict[str, Any]:

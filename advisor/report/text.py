@@ -97,8 +97,29 @@ def document(r: Report) -> list[Section]:
              f"{t.step_compute_s:.2f} s / {t.step_comm_s:.2f} s" if t.step_compute_s is not None else "—"),
             ("tokens/s", f"{t.tokens_per_s:,.0f}" if t.tokens_per_s else "—"),
         ), lines=(t.basis,)))
+    if r.choices and r.training is None:
+        secs.append(choices_section(r))
     secs.append(Section("Findings", tuple((f.code, f.severity, f.message) for f in r.findings)))
     return secs
+
+
+def choices_section(r: Report) -> Section:
+    """The trade-off table: each viable quantization x KV cache type, the pick marked (*) and why."""
+    rows = []
+    for c in r.choices:
+        loss = "—" if c.quality_loss is None else f"{c.quality_loss:.4f}"
+        rows.append(("*" if c.picked else "", c.quant.id, c.kv_type, f"{c.max_context_tokens:,}" if c.max_context_tokens else "—",
+                     "—" if c.decode_tokens_per_s is None else f"{c.decode_tokens_per_s:,.1f}",
+                     "—" if c.prefill_tokens_per_s is None else f"{c.prefill_tokens_per_s:,.0f}", loss, c.where))
+    lines = []
+    if r.choice_why:
+        lines.append(f"* {r.quant.id} with {r.options.kv_type} KV: {r.choice_why}.")
+    if r.policy is not None and r.policy.chosen:
+        lines.append(f"policy: {r.policy.text}.")
+    lines.append("quality loss: published KL divergence vs 16-bit (Llama 3 8B; rules/quants.toml) plus what the "
+                 "KV cache type adds (rules/quality.toml); largest context: fully on the GPUs.")
+    return Section("Choices", tuple(rows), header=("", "quant", "KV", "max ctx", "decode", "prefill", "KLD", "where"),
+                   lines=tuple(lines))
 
 
 def use_color(stream=None) -> bool:

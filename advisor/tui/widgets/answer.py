@@ -133,6 +133,13 @@ class SectionView(Static):
                 table.add_row(Text(code, tone.get(sev, "")), msg)
             if not sec.rows:
                 table.add_row("none", "")
+        elif sec.header:  # a table of its own (the trade-off table): its header, the pick in bold
+            table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
+            for i, name in enumerate(sec.header):
+                table.add_column(name, justify="left" if i < 3 or i == len(sec.header) - 1 else "right",
+                                 no_wrap=True)
+            for row in sec.rows:
+                table.add_row(*row, style="bold" if row[0] else "")
         else:
             table.add_column(style="dim", no_wrap=False, max_width=34)
             table.add_column(ratio=1)
