@@ -123,6 +123,15 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
                    metavar="N", help="training: sequences per GPU per step")
     g.add_argument("--seq-len", type=_whole("--seq-len", 100_000_000), default=2048,
                    metavar="N", help="training: tokens per sequence")
+    g.add_argument("--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false",
+                   help="training: store every layer's activations (checkpointing is on by default, as in every trainer)")
+    g.add_argument("--optimizer", metavar="OPT",
+                   help="training: adamw (default, fp32 state), adamw-8bit, adamw-bf16, sgd")
+    g.add_argument("--sharding", default="auto", metavar="S",
+                   help="training on several GPUs: auto (default: the least that fits), ddp, zero1, zero2, "
+                        "zero3 or fsdp (FSDP+QLoRA for qlora)")
+    g.add_argument("--lora-rank", type=_whole("--lora-rank", 65_536), metavar="R",
+                   help="training: LoRA rank on every linear layer (default 16)")
     g.add_argument("--flash-attn", action="store_true",
                    help="plan with flash attention on (llama.cpp -fa on): smaller compute buffers at long context. "
                         "Default off, the side that never promises a fit that runs out of memory; implied by a "

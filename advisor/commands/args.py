@@ -14,7 +14,9 @@ def options_from(args: argparse.Namespace):
                    min_tps=getattr(args, "min_tps", None) if getattr(args, "command", None) in ("check", "fit") else None,
                    runtime=args.runtime.lower(), split=args.split, concurrency=args.concurrency,
                    workload=args.workload.lower(), flash_attention=args.flash_attn,
-                   batch_size=args.batch_size, seq_len=args.seq_len)
+                   batch_size=args.batch_size, seq_len=args.seq_len,
+                   gradient_checkpointing=args.gradient_checkpointing, optimizer=args.optimizer,
+                   sharding=args.sharding.lower(), lora_rank=args.lora_rank)
 
 
 def rig_from_args(args: argparse.Namespace, catalog):

@@ -328,21 +328,38 @@ def nvl005_across_machines(r: Report, c: Catalog) -> Iterator[Said]:
 
 @rule("TRN001")
 def trn001_training_fit(r: Report, c: Catalog) -> Iterator[Said]:
-    """A training workload: say whether its memory fits per GPU and which strategy was assumed."""
+    """A training workload: say whether its memory fits per GPU, with which sharding, and what would
+    make it fit when it does not (a lighter workload, an 8-bit optimizer, sharding, a shorter sequence)."""
     t = r.training
     if t is None:
         return
-    cap = min((d.capacity_bytes for d in r.placement.devices), default=0)
+    cap = t.capacity_bytes or min((d.capacity_bytes for d in r.placement.devices), default=0)
     if t.fits:
-        yield ("info", f"{t.workload} fits with {t.strategy}: {gib(t.per_gpu_bytes)} per GPU of "
-                                        f"{gib(cap)}.")
-    else:
-        hint = "use QLoRA or LoRA, more GPUs, or gradient checkpointing" if t.workload == "full-finetune" \
-            else "use a smaller batch or sequence, QLoRA, or more GPUs"
-        yield ("error", f"{t.workload} does not fit: {gib(t.per_gpu_bytes)} per GPU with "
-                                         f"{t.strategy}, {gib(cap)} usable; {hint}.")
+        yield ("info", f"{t.workload} fits with {t.strategy}: {gib(t.per_gpu_bytes)} per GPU of {gib(cap)}.")
+        return
+    hints = []
+    if t.workload == "full-finetune":
+        hints.append("LoRA or QLoRA (--workload qlora)")
+    elif t.workload == "lora":
+        hints.append("QLoRA (--workload qlora)")
+    if len(r.rig.gpus) > 1 and t.sharding not in ("zero3", "offload"):
+        hints.append("--sharding fsdp")
+    if t.workload == "full-finetune":
+        hints.append("--optimizer adamw-8bit")
+    if r.options.batch_size > 1 or r.options.seq_len > 512:
+        hints.append("a smaller --batch-size or --seq-len")
+    hints.append("more or larger GPUs")
+    yield ("error", f"{t.workload} does not fit: {gib(t.per_gpu_bytes)} per GPU with {t.strategy}, "
+                    f"{gib(cap)} usable; try {', '.join(hints)}.")
+
+
+INFERENCE_ONLY = frozenset({"FIT001", "FIT002", "FIT003", "FIT004", "CTX001", "CTX002", "QNT001", "QNT002", "QNT003",
+                            "KV001", "NVL002", "NVL005"})
+"""Rules about serving the model, left out when the question is a training workload."""
 
 
 def run_rules(report: Report, catalog: Catalog) -> tuple[Finding, ...]:
     """Every registered rule in order; each finding carries its rule's code."""
-    return tuple(Finding(d.code, severity, message) for d in REGISTRY for severity, message in d.check(report, catalog))
+    skip = INFERENCE_ONLY if report.training is not None else frozenset()
+    return tuple(Finding(d.code, severity, message) for d in REGISTRY if d.code not in skip
+                 for severity, message in d.check(report, catalog))

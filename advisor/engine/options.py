@@ -41,6 +41,12 @@ class Options(Record):
     """Training: tokens per sequence."""
     gradient_checkpointing: bool = True
     """Training: recompute activations in the backward pass instead of storing them."""
+    optimizer: str | None = None
+    """Training: optimizer id of rules/training.toml [optimizer]; None: the rulebook's default (adamw)."""
+    sharding: str = "auto"
+    """Training across GPUs: `auto` (the least that fits), `ddp`, `zero1`, `zero2`, `zero3`/`fsdp`."""
+    lora_rank: int | None = None
+    """Training: LoRA rank; None: the rulebook's default."""
     min_tps: float | None = None
     """Decode speed the automatic choice must reach first; None: reading speed (rules/memory.toml)."""
     min_quality: str | None = None

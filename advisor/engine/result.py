@@ -100,6 +100,13 @@ class Training(Record):
     step_comm_s: float | None
     tokens_per_s: float | None
     basis: str
+    capacity_bytes: int = 0
+    """Usable memory of the smallest GPU."""
+    trainable_params: int = 0
+    sharding: str = ""
+    """`single`, `ddp`, `zero1`, `zero2` or `zero3` (FSDP)."""
+    assumptions: tuple[tuple[str, str], ...] = ()
+    """(what, value and the option that sets it): sequence length, micro-batch, checkpointing, optimizer..."""
 
 
 @record
@@ -131,11 +138,12 @@ class Report(Record):
 
     @property
     def fits(self) -> bool:
-        return self.placement.fits
+        """The answer to what was asked: the inference placement fits, or the training workload fits."""
+        return self.training.fits if self.training is not None else self.placement.fits
 
     @property
     def runs(self) -> bool:
-        return self.placement.runs
+        return self.training.fits if self.training is not None else self.placement.runs
 
     @property
     def gpus(self) -> tuple[GpuSpec, ...]:

@@ -30,6 +30,7 @@ def check_json(r: Report) -> dict[str, Any]:
                   "params_active": r.model.params_active, "source": r.model_source},
         "quant": r.quant.id,
         "quant_chosen_by_advisor": r.quant_chosen,
+        "workload": r.options.workload,
         "runtime": r.runtime.id,
         "split": r.split,
         "context_tokens": r.context_tokens,
@@ -89,7 +90,8 @@ def check_json(r: Report) -> dict[str, Any]:
             "weights_bytes": t.weights_bytes, "gradients_bytes": t.gradients_bytes,
             "optimizer_bytes": t.optimizer_bytes, "activations_bytes": t.activations_bytes, "fits": t.fits,
             "step_compute_s": t.step_compute_s, "step_comm_s": t.step_comm_s, "tokens_per_s": t.tokens_per_s,
-            "basis": t.basis,
+            "basis": t.basis, "capacity_bytes": t.capacity_bytes, "trainable_params": t.trainable_params,
+            "sharding": t.sharding, "assumptions": {k: v for k, v in t.assumptions},
         }
     return out
 
