@@ -223,8 +223,10 @@ def _plan_parser(sub) -> None:
     g.add_argument("--kwh-price", type=_positive("--kwh-price", 1e4), default=None,
                    metavar="USD", help="electricity price per kWh")
     g.add_argument("--top", type=_whole("--top", 10_000), default=5, metavar="N", help="options to show (default 5)")
-    g.add_argument("--used", action="store_true", help="also price GPUs at used-market prices where the catalog has them")
-    g.add_argument("--new", dest="used", action="store_false", help="new/list prices only (the default)")
+    g.add_argument("--used", action="store_true", default=None,
+                   help="also price GPUs at used-market prices where the catalog has them (the default with --have)")
+    g.add_argument("--new", dest="used", action="store_false",
+                   help="new/list prices only (the default without --have)")
 
 
 def _detect_parser(sub) -> None:

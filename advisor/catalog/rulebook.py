@@ -213,6 +213,37 @@ class InterconnectRules(Record):
 # --- rules/plan.toml ----------------------------------------------------------------------------
 
 @record
+class PlatformRules(Record):
+    __pydantic_config__ = _STRICT
+    name: str
+    categories: tuple[str, ...]
+    """GPU categories (consumer, workstation, datacenter) built on this platform."""
+    max_gpus: int
+    """Cards the platform takes (slots and lanes)."""
+    psu_w: float
+    """Power supplies' rating, watts."""
+    load_fraction: float
+    """Share of the PSU rating the rig may draw."""
+    base_w: float
+    """The platform's own draw (CPU, board, RAM, drives), watts."""
+    usd: float = 0.0
+    """What the platform adds to a plan's price (0: already owned, or not priced: see `price_basis`)."""
+    price_basis: str = ""
+
+
+@record
+class MoeHostRules(Record):
+    __pydantic_config__ = _STRICT
+    name: str
+    usd: float
+    date: str
+    source: str
+    ram_gib: float
+    ram_bandwidth_gb_s: float
+    base_w: float
+
+
+@record
 class PlanRules(Record):
     __pydantic_config__ = _STRICT
     electricity_usd_per_kwh: float
@@ -220,6 +251,12 @@ class PlanRules(Record):
     nvlink_bridge_usd: float
     nvlink_bridge_basis: str
     default_ram_gib: float
+    moe_host: MoeHostRules
+    """A CPU platform with many memory channels for MoE experts in RAM, with its dated price."""
+    nvlink_bridge_sold_for: tuple[str, ...] = ()
+    """GPU ids for which an NVLink bridge is still sold at `nvlink_bridge_usd`."""
+    platform: dict[str, PlatformRules] = field(default_factory=dict)
+    """Where PCIe cards go: desktop, workstation, server."""
 
 
 # --- rules/quality.toml -------------------------------------------------------------------------

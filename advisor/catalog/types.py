@@ -96,6 +96,9 @@ class GpuSpec(Record):
     """CPU and GPU share one memory pool (Apple silicon, DGX Spark, Strix Halo)."""
     price: Price | None = None
     """A representative price."""
+    sold_in: tuple[int, ...] = ()
+    """SXM/OAM modules: the GPU counts of the baseboards they are sold on (HGX: 4 or 8); empty for
+    cards and machines sold one at a time. `plan` offers such parts only in these counts."""
     aliases: tuple[str, ...] = ()
     """Other names people type for this GPU."""
     notes: str = ""

@@ -30,12 +30,18 @@ def max_context_words(r: Report) -> tuple[str, str]:
 
 
 def key_figures(r: Report) -> Text:
-    """The answer at a glance, one line: speed, largest context, NVLink verdict."""
+    """The answer at a glance, one line: speed, largest context, NVLink verdict (training: memory per
+    GPU, throughput, sharding)."""
     out = Text()
-    for label, value in (("decode", rate(r.speed.decode_tokens_per_s)),
-                         ("prefill", rate(r.speed.prefill_tokens_per_s)),
-                         max_context_words(r),
-                         ("NVLink", r.interconnect.nvlink.replace("_", " "))):
+    if r.training is not None:
+        t = r.training
+        figures = (("per GPU", f"{gib(t.per_gpu_bytes)} of {gib(t.capacity_bytes)}"),
+                   ("training", f"{t.tokens_per_s:,.0f} tok/s" if t.tokens_per_s else "—"),
+                   ("NVLink", r.interconnect.nvlink.replace("_", " ")))
+    else:
+        figures = (("decode", rate(r.speed.decode_tokens_per_s)), ("prefill", rate(r.speed.prefill_tokens_per_s)),
+                   max_context_words(r), ("NVLink", r.interconnect.nvlink.replace("_", " ")))
+    for label, value in figures:
         if out:
             out.append("  ·  ", "dim")
         out.append(f"{label} ", "dim").append(value, "bold")
@@ -191,7 +197,7 @@ class Answer(VerticalScroll):
         problem.display = bool(r.placement.problem)
         bars = self.query_one(MemoryBars)
         bars.report = r
-        bars.display = True
+        bars.display = r.training is None  # the bars show the inference placement
         self.query_one("#answer-grid").display = True
         secs = {s.title.split(" ")[0].lower(): s for s in document(r)}
         for key in ("answer", "choices", "launch", "speed", "training", "interconnect", "findings"):
