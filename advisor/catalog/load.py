@@ -168,7 +168,10 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "vocab_size": (1, 1e8), "max_context": (1, 1e8), "experts": (0, 1e5), "experts_active": (0, 1e5),
     "shared_experts": (0, 1e5), "moe_intermediate_size": (0, 1e7), "dense_layers": (0, 2048),
     "sliding_window": (0, 1e8), "sliding_window_layers": (0, 2048), "kv_lora_rank": (0, 1e5),
-    "qk_rope_head_dim": (0, 1e5), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64),
+    "qk_rope_head_dim": (0, 1e5), "conv_kernel": (0, 64), "inner_size": (1, 1e6), "state_size": (1, 1e5),
+    "group_count": (0, 1e5), "global_kv_heads": (0, 1e5), "global_head_dim": (0, 1e5),
+    "per_layer_embed_params": (0, 1e12), "indexer_head_dim": (0, 1e5), "mtp_layers": (0, 64),
+    "vision_params": (0, 1e12), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64),
     "kld": (0, 100), "context_mib": (0, 1e6), "ubatch": (1, 1e6), "compute_fixed_mib": (0, 1e6),
     "gpu_memory_utilization": (0, 1), "ram_gib": (0.001, 65536), "kv_pad_cells": (0, 1e6),
     # the rulebook
@@ -198,6 +201,8 @@ def out_of_bounds(obj: Any, prefix: str = "") -> list[str]:
         problems.append("params_active is larger than params_total")
     if not prefix and getattr(obj, "experts_active", 0) > getattr(obj, "experts", 1 << 62):
         problems.append("experts_active is larger than experts")
+    if not prefix and hasattr(obj, "pattern_problems"):
+        problems += obj.pattern_problems()
     return problems
 
 

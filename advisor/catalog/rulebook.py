@@ -78,6 +78,13 @@ class SelectionRules(Record):
 
 
 @record
+class RecurrentRules(Record):
+    __pydantic_config__ = _STRICT
+    bytes_per_element: float
+    """Bytes per value of a recurrent layer's state (its convolution and scan states)."""
+
+
+@record
 class MemoryRules(Record):
     __pydantic_config__ = _STRICT
     kv_cache: KvCacheRules
@@ -86,6 +93,8 @@ class MemoryRules(Record):
     unified: UnifiedRules
     host: HostRules
     selection: SelectionRules
+    recurrent: RecurrentRules = RecurrentRules(bytes_per_element=4.0)
+    """Hybrid and Mamba models' fixed per-sequence state (rules/memory.toml [recurrent])."""
 
 
 # --- rules/speed.toml ---------------------------------------------------------------------------

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from advisor.catalog.rulebook import Rulebook
 
 GIB = 1024**3
+LAYER_KINDS = ("a", "r", "-")
+"""`ModelSpec.layer_pattern` letters: own KV cache, recurrent state, nothing of its own."""
 
 # pydantic reads this plain dict as the ConfigDict of each dataclass (no pydantic import needed).
 _STRICT = {"extra": "forbid", "use_attribute_docstrings": True, "frozen": True}
@@ -114,6 +116,35 @@ class GpuSpec(Record):
 
 
 @record
+class RecurrentSpec(Record):
+    """The fixed per-sequence state of recurrent layers (Mamba, Mamba2, Gated DeltaNet), in llama.cpp's
+    terms (`{arch}.ssm.*` GGUF keys). Each recurrent layer keeps, per sequence, a convolution state of
+    (conv_kernel - 1) x (inner_size + 2 x group_count x state_size) values and a scan state of
+    state_size x inner_size values (llama_hparams::n_embd_r / n_embd_s), whatever the context length.
+    Gated DeltaNet maps onto it as llama.cpp's converter does: inner_size = linear_num_value_heads x
+    linear_value_head_dim, state_size = linear_key_head_dim, group_count = linear_num_key_heads."""
+
+    __pydantic_config__ = _STRICT
+
+    kind: str
+    """`mamba`, `mamba2` or `gated_deltanet`."""
+    conv_kernel: int
+    """Width of the short convolution (`conv_kernel`, `mamba_d_conv`, `linear_conv_kernel_dim`)."""
+    inner_size: int
+    """Channels of the scan (Mamba `d_inner`; Gated DeltaNet value heads x value head size)."""
+    state_size: int
+    """State per channel (Mamba `d_state`; Gated DeltaNet key head size)."""
+    group_count: int = 0
+    """B/C groups (Mamba2 `n_groups`; Gated DeltaNet key heads; 0 for Mamba 1)."""
+
+    @property
+    def elements(self) -> int:
+        """State values per layer and sequence (convolution + scan)."""
+        conv = max(self.conv_kernel - 1, 0) * (self.inner_size + 2 * self.group_count * self.state_size)
+        return conv + self.state_size * self.inner_size
+
+
+@record
 class ModelSpec(Record):
     """An open-weights LLM, with the architecture values of its real `config.json`."""
 
@@ -167,11 +198,40 @@ class ModelSpec(Record):
     """Multi-head latent attention: compressed KV rank (0: not MLA)."""
     qk_rope_head_dim: int = 0
     """Multi-head latent attention: decoupled RoPE key dimension cached beside the latent."""
+    layer_pattern: str = ""
+    """What each layer keeps per sequence, one letter per layer: `a` attention with its own KV cache,
+    `r` a fixed recurrent state (`recurrent`), `-` nothing of its own (an MLP-only block, or attention
+    that reuses an earlier layer's KV cache: Gemma 3n/4 `num_kv_shared_layers`). Empty: every layer `a`."""
+    recurrent: RecurrentSpec | None = None
+    """The state of the `r` layers (hybrid linear-attention and Mamba models)."""
+    global_kv_heads: int = 0
+    """KV heads of the full-attention layers when they differ from the sliding-window ones (Gemma 4
+    `num_global_key_value_heads`; 0: same as `kv_heads`)."""
+    global_head_dim: int = 0
+    """Head size of the full-attention layers when it differs (Gemma 4 `global_head_dim`; 0: `head_dim`)."""
+    per_layer_embed_params: int = 0
+    """Per-layer embedding table (Gemma 3n/4 `vocab_size_per_layer_input` x layers x
+    `hidden_size_per_layer_input`): looked up like the token embedding, kept with it on the host."""
+    indexer_head_dim: int = 0
+    """DeepSeek V3.2 sparse-attention indexer: the key size it caches per token and layer beside the
+    MLA latent (`index_head_dim`; 0: no indexer)."""
+    mtp_layers: int = 0
+    """Multi-token-prediction layers in the files (`num_nextn_predict_layers`): not in `layers` nor in
+    `params_total`, and not loaded unless speculative decoding asks for them."""
+    vision_params: int = 0
+    """Parameters of the vision tower (and projector) shipped with the model, not in `params_total`:
+    runtimes that serve images load it (a GGUF's separate mmproj file)."""
+    assumptions: tuple[str, ...] = ()
+    """What the reader of a model file had to assume because the file did not say (reported as a finding)."""
     native_quant: str = ""
     """The format the weights are published in when it is not 16-bit and files keep it (gpt-oss:
     MXFP4 experts in every GGUF); the advisor then starts its quantization choice there."""
     aliases: tuple[str, ...] = ()
-    """Other names people type for this model."""
+    """Other names people type for this model: the same release (same weights, same config) only."""
+    other_releases: tuple[str, ...] = ()
+    """Names of other releases with this architecture but their own config or weights (a longer
+    context, a native INT4 checkpoint): they never resolve to this entry; asked for, they are read
+    from their own files, and a failure to read them names this entry as the nearest in the catalog."""
     notes: str = ""
     """Anything a reader of the entry should know."""
 
@@ -182,6 +242,25 @@ class ModelSpec(Record):
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
+
+    def pattern_problems(self) -> list[str]:
+        """Inconsistencies between `layer_pattern`, `recurrent` and the layer count."""
+        out = []
+        p = self.layer_pattern
+        if p and len(p) != self.layers:
+            out.append(f"layer_pattern has {len(p)} letters for {self.layers} layers")
+        if any(k not in LAYER_KINDS for k in p):
+            out.append(f"layer_pattern may only hold {', '.join(repr(k) for k in LAYER_KINDS)}")
+        if "r" in p and self.recurrent is None:
+            out.append("layer_pattern has recurrent ('r') layers but no recurrent state table")
+        if p and "a" not in p and "r" not in p:
+            out.append("layer_pattern keeps no cache on any layer")
+        return out
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Some layers keep no KV cache of their own (recurrent, MLP-only or KV-shared layers)."""
+        return bool(self.layer_pattern) and any(k != "a" for k in self.layer_pattern)
 
 
 @record

@@ -358,6 +358,51 @@ INFERENCE_ONLY = frozenset({"FIT001", "FIT002", "FIT003", "FIT004", "CTX001", "C
 """Rules about serving the model, left out when the question is a training workload."""
 
 
+@rule("ARC001")
+def arc001_layer_memory(r: Report, c: Catalog) -> Iterator[Said]:
+    """Hybrid models (linear attention, Mamba, KV-shared layers) keep a KV cache on only some layers:
+    say which, and what the fixed recurrent state costs, so the small KV cache is not taken for a bug."""
+    from advisor.engine import layers
+
+    m = r.model
+    if not m.is_hybrid:
+        return
+    kv_n, rec_n = layers.kv_layer_count(m), layers.recurrent_layer_count(m)
+    rest = m.layers - kv_n - rec_n
+    parts = [f"KV cache on {kv_n} of {m.layers} layers"]
+    if rec_n and m.recurrent is not None:
+        per = layers.state_elements(m) * c.rules.memory.recurrent.bytes_per_element
+        seqs = max(r.options.concurrency, 1)
+        parts.append(f"{rec_n} {m.recurrent.kind.replace('_', ' ')} layers keep a fixed state of "
+                     f"{per / 1024**2:.1f} MiB each per sequence ({per * rec_n * seqs / 1024**2:.0f} MiB in all, "
+                     f"whatever the context)")
+    if rest:
+        parts.append(f"{rest} keep no cache of their own (MLP-only, or reusing an earlier layer's KV)")
+    yield ("info", "; ".join(parts) + ".")
+
+
+@rule("ARC002")
+def arc002_assumed(r: Report, c: Catalog) -> Iterator[Said]:
+    """A model file the reader did not fully understand: say what was assumed instead of silently
+    answering as for a plain transformer."""
+    for what in r.model.assumptions:
+        yield ("warning", f"assumed: {what}")
+
+
+@rule("ARC003")
+def arc003_not_loaded(r: Report, c: Catalog) -> Iterator[Said]:
+    """Parts a model ships that the answer leaves out: multi-token-prediction layers (loaded only for
+    speculative decoding) and a vision tower (loaded only to read images)."""
+    m = r.model
+    if m.mtp_layers:
+        yield ("info", f"the model ships {m.mtp_layers} multi-token-prediction layer"
+                       f"{'s' if m.mtp_layers > 1 else ''}, not loaded by default and not counted here "
+                       f"(they are only used for speculative decoding).")
+    if m.vision_params:
+        yield ("info", f"its vision tower ({m.vision_params / 1e9:.2f}B parameters) is not counted here: "
+                       f"reading images adds it (for llama.cpp, the mmproj file passed with --mmproj).")
+
+
 def run_rules(report: Report, catalog: Catalog) -> tuple[Finding, ...]:
     """Every registered rule in order; each finding carries its rule's code."""
     skip = INFERENCE_ONLY if report.training is not None else frozenset()

@@ -30,7 +30,8 @@ class LoadedModel:
 
     @property
     def other_bytes(self) -> int:
-        """Weights in none of the layout's parts (final norm, rope tables, a vision tower)."""
+        """Weights in none of the layout's parts (final norm, rope tables, a vision tower), less those not
+        loaded by default (MTP layers)."""
         lay = self.layout
         head = 0 if self.spec.tied_embeddings else lay.output_bytes
-        return max(lay.total_bytes - lay.embed_bytes - head - sum(lay.layer_bytes), 0)
+        return max(lay.total_bytes - lay.embed_bytes - head - sum(lay.layer_bytes) - lay.unloaded_bytes, 0)

@@ -12,6 +12,7 @@ from functools import lru_cache
 from advisor.record import Record, record
 from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import GIB, ModelSpec, QuantSpec, RuntimeSpec
+from advisor.engine import layers
 
 MIB = 1024**2
 
@@ -30,6 +31,8 @@ class WeightsLayout(Record):
     """Each repeating layer's weights (attention, norms, MLP or experts)."""
     expert_bytes: tuple[int, ...]
     """Each layer's routed-expert weights (0 for dense layers): what MoE offload moves to RAM."""
+    unloaded_bytes: int = 0
+    """In the file but not loaded by default: multi-token-prediction layers past the layer count."""
 
     @property
     def gpu_resident_total(self) -> int:
@@ -47,7 +50,8 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
     bpw = quant.bits_per_weight
     embed = model.vocab_size * model.hidden_size
     head = 0 if model.tied_embeddings else embed
-    body = max(model.params_total - embed - head, 0)
+    ple = model.per_layer_embed_params  # Gemma 3n/4: looked up with the token embedding, on the host
+    body = max(model.params_total - embed - head - ple, 0)
     n = model.layers
     expert_params = [0] * n
     extra = [0] * n
@@ -68,10 +72,11 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
     edge_bits = quant.embed_bits if quant.linear_bits is not None else bpw
     to_bytes = lambda p: int(round(p * body_bits / 8))  # noqa: E731
     edge = int(round(embed * edge_bits / 8))
+    ple_bytes = int(round(ple * edge_bits / 8))
     layer_bytes = tuple(to_bytes(shared + extra[il]) for il in range(n))
     return WeightsLayout(
-        total_bytes=to_bytes(body) + edge * (1 if model.tied_embeddings else 2),
-        embed_bytes=edge,
+        total_bytes=to_bytes(body) + edge * (1 if model.tied_embeddings else 2) + ple_bytes,
+        embed_bytes=edge + ple_bytes,
         output_bytes=edge,
         layer_bytes=layer_bytes,
         expert_bytes=tuple(to_bytes(p) for p in expert_params),
@@ -90,23 +95,29 @@ def kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, kv_type: str, rules: Ru
     Standard attention caches K and V: 2 x kv_heads x head_dim per token (grouped-query attention
     shrinks kv_heads). Multi-head latent attention caches one compressed latent of kv_lora_rank +
     qk_rope_head_dim per token (V is read from the same latent). Sliding-window layers hold at most
-    the window.
+    the window. Layers without a KV cache of their own (advisor.engine.layers) hold their fixed
+    recurrent state per sequence instead, or nothing.
     """
     elem = float(rules.memory.kv_cache.bytes_per_element[kv_type])
-    return _kv_bytes_per_layer(model, ctx_cells, elem, sequences)
+    state = float(rules.memory.recurrent.bytes_per_element)
+    return _kv_bytes_per_layer(model, ctx_cells, elem, sequences, state)
 
 
 @lru_cache(maxsize=4096)
-def _kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, elem: float, sequences: int) -> tuple[int, ...]:
-    if model.is_mla:
-        per_token = (model.kv_lora_rank + model.qk_rope_head_dim) * elem
-    else:
-        per_token = 2 * model.kv_heads * model.head_dim * elem
+def _kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, elem: float, sequences: int,
+                        state_elem: float = 4.0) -> tuple[int, ...]:
     out = []
+    state = int(layers.state_elements(model) * state_elem) * sequences
     for il in range(model.layers):
+        kind = layers.layer_kind(model, il)
+        if kind != layers.ATTENTION:
+            out.append(state if kind == layers.RECURRENT else 0)
+            continue
         cells = ctx_cells
-        if model.sliding_window and _is_swa_layer(model, il):
+        swa = bool(model.sliding_window) and _is_swa_layer(model, il)
+        if swa:
             cells = min(ctx_cells, model.sliding_window)
+        per_token = layers.kv_elements_per_token(model, swa) * elem
         out.append(int(round(per_token * cells * sequences)))
     return tuple(out)
 

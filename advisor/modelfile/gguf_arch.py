@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from advisor.modelfile import hybrid
 from advisor.modelfile.fields import get_int, swa_layers_from_period, text_value
 from advisor.modelfile.gguf_file import GgufArray, Tensor
 from advisor.modelfile.limits import bad_file
@@ -30,7 +31,10 @@ def architecture(meta: dict[str, Any], tensors: tuple[Tensor, ...], where: Path)
         bad_file(where, "GGUF metadata lacks general.architecture", "a llama.cpp model file always has it")
     p = arch + "."
     notes: list[str] = []
-    layers = get_int(meta, p + "block_count", where, "layers")
+    blocks = get_int(meta, p + "block_count", where, "layers")
+    # MTP layers (GLM-4.5+, Qwen3.5) are appended to the block count; llama.cpp does not load them by default
+    mtp = min(get_int(meta, p + "nextn_predict_layers", where, "dense_layers", 0), blocks - 1)
+    layers = blocks - mtp
     hidden = get_int(meta, p + "embedding_length", where, "hidden_size")
     heads = get_int(meta, p + "attention.head_count", where, "attention_heads")
     experts = get_int(meta, p + "expert_count", where, "experts", 0)
@@ -60,6 +64,10 @@ def architecture(meta: dict[str, Any], tensors: tuple[Tensor, ...], where: Path)
         notes.append(f"the file does not say {p}context_length: 4096 assumed")
     f["max_context"] = ctx
     f["sliding_window"], f["sliding_window_layers"] = _sliding(meta, p, arch, layers, where, notes)
+    assumed: list[str] = []
+    f.update(hybrid.gguf_layer_fields(meta, p, layers, where, assumed))
+    f["mtp_layers"] = mtp
+    f["assumptions"] = tuple(assumed)
     return arch, f, notes
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from advisor.modelfile import hybrid
 from advisor.modelfile.fields import get_int, swa_layers_from_period
 from advisor.modelfile.limits import bad_file
 
@@ -26,7 +27,7 @@ _K = {
     "vocab_size": ("vocab_size", "padded_vocab_size"),
     "max_context": ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len", "max_sequence_length"),
     "experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
-    "experts_active": ("num_experts_per_tok", "num_experts_per_token", "moe_topk"),
+    "experts_active": ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k_experts"),
     "shared_experts": ("n_shared_experts", "num_shared_experts"),
     "moe_intermediate_size": ("moe_intermediate_size", "expert_intermediate_size"),
 }
@@ -68,7 +69,7 @@ def architecture(cfg: dict[str, Any], where: Path) -> tuple[str, dict[str, Any],
         bad_file(where, "config.json has experts but no num_experts_per_tok")
     if f["experts_active"] > experts:
         bad_file(where, f"num_experts_per_tok {f['experts_active']} is more than the {experts} experts")
-    if experts and not f["shared_experts"] and get_int(c, "shared_expert_intermediate_size", where, "any", 0):
+    if experts and not f["shared_experts"] and get_int(c, ("shared_expert_intermediate_size", "shared_intermediate_size", "moe_shared_expert_intermediate_size"), where, "any", 0):
         f["shared_experts"] = 1  # Qwen2-MoE / Qwen3-Next: one shared expert of its own width
     if f["kv_lora_rank"]:  # MLA: the query/key head is the no-RoPE part plus the decoupled RoPE part
         f["qk_rope_head_dim"] = get_int(c, "qk_rope_head_dim", where, "qk_rope_head_dim", 0)
@@ -85,6 +86,17 @@ def architecture(cfg: dict[str, Any], where: Path) -> tuple[str, dict[str, Any],
     # transformers' PretrainedConfig default is True, and a saved config omits values equal to it.
     tied = c.get("tie_word_embeddings", True)
     f["tied_embeddings"] = tied if isinstance(tied, bool) else True
+    assumed: list[str] = []
+    f.update(hybrid.layer_fields(c, layers, hidden, where, assumed))
+    if c.get("enable_moe_block") is True:
+        assumed.append("Gemma 4 MoE layers run a dense MLP beside their experts: counted as an always-on shared "
+                       "expert of intermediate_size")
+    if c.get("altup_num_inputs") is not None:
+        assumed.append("Gemma 3n's AltUp and LAuReL blocks are not counted in the parameters (small)")
+    if isinstance(cfg.get("vision_config"), dict) and isinstance(cfg.get("text_config"), dict):
+        notes.append("the vision tower (vision_config) is read only from real weights; from config.json alone "
+                     "it is not counted")
+    f["assumptions"] = tuple(assumed)
     return top_type or model_type or "unknown", f, notes
 
 
@@ -126,21 +138,55 @@ def estimate_params(cfg: dict[str, Any], f: dict[str, Any], where: Path) -> tupl
         elif str(c.get("model_type", "")).startswith("qwen2"):
             attn += heads * hd + 2 * kv * hd
     mtype = str(c.get("model_type", ""))
-    if mtype.startswith(("qwen3", "gemma3")):
+    if mtype.startswith(("qwen3", "gemma3", "gemma4")):
         attn += 2 * hd  # q_norm, k_norm
-    norms = 4 * H if mtype.startswith(("gemma2", "gemma3")) else 2 * H  # Gemma adds post-norms
-    dense_mlp = 3 * H * f["intermediate_size"]
+    norms = 4 * H if mtype.startswith(("gemma2", "gemma3", "gemma4")) else 2 * H  # Gemma adds post-norms
+    mats = 2 if c.get("mlp_hidden_act") == "relu2" else 3  # Nemotron-H: ungated relu^2 MLPs (up, down)
+    dense_mlp = mats * H * f["intermediate_size"]
     E, k, Im = f["experts"], f["experts_active"], f["moe_intermediate_size"]
-    shared_width = get_int(c, "shared_expert_intermediate_size", where, "any", 0)
-    shared = 3 * H * shared_width + H if shared_width else f["shared_experts"] * 3 * H * Im
-    moe_mlp = E * 3 * H * Im + H * E + shared
+    shared_width = get_int(c, ("shared_expert_intermediate_size", "shared_intermediate_size",
+                               "moe_shared_expert_intermediate_size"), where, "any", 0)
+    shared = mats * H * shared_width + (H if mats == 3 else 0) if shared_width else f["shared_experts"] * mats * H * Im
+    if c.get("enable_moe_block") is True:  # Gemma 4: a dense MLP runs beside the experts in every layer
+        shared += dense_mlp
+    moe_mlp = E * mats * H * Im + H * E + shared
     if c.get("topk_method") == "noaux_tc":
         moe_mlp += E  # DeepSeek V3's router bias (e_score_correction_bias)
     total = V * H * (1 if f["tied_embeddings"] else 2) + H
+    pattern = f.get("layer_pattern") or "a" * L
+    rec = f.get("recurrent")
+    mixer_r = hybrid.recurrent_params(rec, H, c, where) if rec is not None else 0
+    hop = c.get("hybrid_override_pattern") if isinstance(c.get("hybrid_override_pattern"), str) else ""
+    if hop and len(hop) == L:  # Nemotron-H: each block is a mixer or an MLP, one norm each
+        norms = H
+    gkv, ghd = f.get("global_kv_heads", 0) or kv, f.get("global_head_dim", 0) or hd
+    kinds = c.get("layer_types") if isinstance(c.get("layer_types"), list) else []
+    k_eq_v = c.get("attention_k_eq_v") is True
+    attn_global = 2 * H * heads * ghd + H * gkv * ghd * (1 if k_eq_v else 2) + (2 * ghd if mtype.startswith(("qwen3", "gemma3", "gemma4")) else 0)
+    ple = f.get("per_layer_embed_params", 0)
+    ple_width = ple // (L * get_int(c, ("vocab_size_per_layer_input", "vocab_size"), where, "vocab_size")) if ple else 0
+    total += ple + (H * L * ple_width + ple_width if ple else 0)  # table, model projection and its norm
     unused = 0
     for il in range(L):
+        kind = pattern[il]
+        if hop and len(hop) == L:
+            letter = hop[il]
+            mixer = attn if letter == "*" else mixer_r if letter == "M" else 0
+            mlp = moe_mlp if letter == "E" else dense_mlp if letter == "-" else 0
+            total += mixer + norms + mlp
+            if letter == "E":
+                unused += (E - k) * mats * H * Im
+            continue
         is_moe = E > 0 and il >= f["dense_layers"]
-        total += attn + norms + (moe_mlp if is_moe else dense_mlp)
+        if kind == "r":
+            mixer = mixer_r
+        elif (gkv != kv or ghd != hd) and il < len(kinds) and kinds[il] == "full_attention":
+            mixer = attn_global
+        else:
+            mixer = attn
+        total += mixer + norms + (moe_mlp if is_moe else dense_mlp)
+        if ple:  # per-layer input gate and projection, and their norm
+            total += 2 * H * ple_width + H
         if is_moe:
-            unused += (E - k) * 3 * H * Im
+            unused += (E - k) * mats * H * Im
     return total, total - unused

@@ -4,9 +4,11 @@ GGUF names: `token_embd.*` (input embedding), `output.*` (output head), `blk.{i}
 routed experts `blk.{i}.ffn_{gate,up,down,gate_up}_exps.*` (shared experts are `_shexp`, not
 counted as routed). Safetensors names (after a `model.`, `model.language_model.` or
 `language_model.model.` prefix): `embed_tokens.*`, `lm_head.*`, `layers.{i}.*`, routed experts
-`layers.{i}.mlp.experts.*` / `block_sparse_moe.experts.*` (not `shared_experts`). Everything
-else (final norm, rope tables, a vision tower, MTP layers past the layer count) counts in the total
-only.
+`layers.{i}.mlp.experts.*` / `block_sparse_moe.experts.*` (not `shared_experts`). Per-layer
+embeddings (Gemma 3n/4 `per_layer_token_embd`, `embed_tokens_per_layer`) sit with the input
+embedding. Layers past the layer count and `mtp.*` tensors are multi-token-prediction layers, in the
+file but not loaded by default (`unloaded_bytes`). Everything else (final norm, rope tables, a
+vision tower) counts in the total only.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class Tally:
 
 
 def tally(tensors: tuple[Tensor, ...], layers: int, scheme: str) -> Tally:
-    embed = output = total = params = expert_params = 0
+    embed = output = total = params = expert_params = unloaded = 0
     output_present = False
     layer_bytes = [0] * layers
     expert_bytes = [0] * layers
@@ -60,6 +62,8 @@ def tally(tensors: tuple[Tensor, ...], layers: int, scheme: str) -> Tally:
             if expert:
                 expert_bytes[il] += t.n_bytes
                 expert_params += t.n_elements
+        elif kind == "mtp" or kind == "layer":
+            unloaded += t.n_bytes
     dominant = max(by_dtype, key=by_dtype.__getitem__, default="")
     layout = WeightsLayout(
         total_bytes=total,
@@ -67,6 +71,7 @@ def tally(tensors: tuple[Tensor, ...], layers: int, scheme: str) -> Tally:
         output_bytes=output if output_present else embed,
         layer_bytes=tuple(layer_bytes),
         expert_bytes=tuple(expert_bytes),
+        unloaded_bytes=unloaded,
     )
     return Tally(
         layout=layout,
@@ -81,7 +86,7 @@ def tally(tensors: tuple[Tensor, ...], layers: int, scheme: str) -> Tally:
 
 def _classify(name: str, scheme: str) -> tuple[str, int, bool]:
     if scheme == "gguf":
-        if name.startswith("token_embd."):
+        if name.startswith(("token_embd.", "per_layer_token_embd.")):
             return "embed", 0, False
         if name.startswith("output."):
             return "output", 0, False
@@ -95,8 +100,10 @@ def _classify(name: str, scheme: str) -> tuple[str, int, bool]:
             if name.startswith(prefix):
                 key = name[len(prefix):]
                 break
-    if key.startswith("embed_tokens."):
+    if key.startswith(("embed_tokens.", "embed_tokens_per_layer.")):
         return "embed", 0, False
+    if key.startswith("mtp.") or name.startswith("mtp."):
+        return "mtp", 0, False
     if key.startswith("lm_head."):
         return "output", 0, False
     m = _ST_LAYER.match(key)
