@@ -105,7 +105,8 @@ def _native(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None) -> 
     return q if runtime.loads(q) else None
 
 
-def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options: Options = Options()) -> Report:
+def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options: Options = Options(), *,
+             table: bool = True) -> Report:
     """Fit, placement, memory, speed, interconnect verdict and findings for one model on one rig.
 
     `model` is resolved at the edge (`advisor.commands.args.resolve_model`): a catalog ModelSpec, or a
@@ -144,7 +145,7 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
         from advisor.engine.choice import choose
 
         decision = choose(catalog, rig, model, runtime, options, quant_ladder(catalog, runtime, model),
-                          fallback_quant(catalog, runtime, model), resolve_quant, estimate_speed)
+                          fallback_quant(catalog, runtime, model), resolve_quant, estimate_speed, table=table)
         placer = decision.placer
         if placer is None:
             placer = Placer(model, fallback_quant(catalog, runtime, model), runtime, rig, options, rules)
@@ -165,7 +166,9 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
     if options.workload == "inference":
         from advisor.engine import choice as ch
 
-        if policy is None:
+        if policy is None and not table:
+            policy = ch.policy(catalog, model, options, False, resolve_quant)
+        elif policy is None:
             why = "given with --quant" if options.quant else "the model file's own quantization"
             policy = ch.policy(catalog, model, options, False, resolve_quant)
             choices = ch.table_for(catalog, rig, model, runtime, options, quant_ladder(catalog, runtime, model),

@@ -179,12 +179,18 @@ class Decision(Record):
 
 
 def choose(catalog: Catalog, rig: Rig, model: ModelSpec, runtime: RuntimeSpec, options: Options,
-           ladder: list[QuantSpec], fallback: QuantSpec, resolve_quant: Resolve, estimate_speed: SpeedOf) -> Decision:
+           ladder: list[QuantSpec], fallback: QuantSpec, resolve_quant: Resolve, estimate_speed: SpeedOf,
+           table: bool = True) -> Decision:
     """Measure every quantization x KV type of `ladder` and pick by the policy; placer None: nothing runs."""
     pol = policy(catalog, model, options, True, resolve_quant)
     kvs = kv_candidates(catalog, runtime, options)
-    rows: list[tuple[Choice, Placer]] = [measure(catalog, rig, model, q, kv, runtime, options, pol, estimate_speed)
-                                         for q in ladder for kv in kvs]
+    pairs = [(q, kv) for q in ladder for kv in kvs]
+    rows: list[tuple[Choice, Placer]] = []
+    for q, kv in pairs:  # quality order: without a table, the first that meets both targets is the pick
+        rows.append(measure(catalog, rig, model, q, kv, runtime, options, pol, estimate_speed))
+        c = rows[-1][0]
+        if not table and not c.below_floor and c.fits and c.meets_speed:
+            break
     ok = [(c, p) for c, p in rows if not c.below_floor]
     target = f"{pol.target_tokens_per_s:g} tok/s"
     ctx = f"{pol.target_context:,}"
@@ -221,10 +227,10 @@ def choose(catalog: Catalog, rig: Rig, model: ModelSpec, runtime: RuntimeSpec, o
         same = next((c for c, _ in rows if c.quant.id == pick[0].quant.id and c.kv_type == kvs[0]), None)
         if same is not None and not same.fits and pick[0].fits:
             why += f", with a {pick[0].kv_type} KV cache rather than fewer weight bits"
-    table = _table(catalog, rows, pick, why, pol)
+    shown = _table(catalog, rows, pick, why, pol) if table else ()
     if pick is None:
-        return Decision(None, kvs[0], "", table, pol)
-    return Decision(pick[1], pick[0].kv_type, why, table, pol)
+        return Decision(None, kvs[0], "", shown, pol)
+    return Decision(pick[1], pick[0].kv_type, why, shown, pol)
 
 
 def table_for(catalog: Catalog, rig: Rig, model: ModelSpec, runtime: RuntimeSpec, options: Options,
@@ -245,7 +251,7 @@ def _table(catalog: Catalog, rows: list[tuple[Choice, Placer]], pick: tuple[Choi
     shown = [(c, p) for c, p in rows if c.runs and not c.below_floor
              and (c.fits or c.meets_speed or c.strategy == "cpu_only")]
     if not any(c.fits for c, _ in shown):
-        low = next(((c, p) for c, p in rows if c.below_floor and c.fits), None)
+        low = next(((c, p) for c, p in rows if c.below_floor and (c.fits or (c.strategy == "cpu_only" and c.runs))), None)
         if low is not None:
             shown.append(low)
     if pick is not None and all(c is not pick[0] for c, _ in shown):

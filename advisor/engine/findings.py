@@ -163,10 +163,13 @@ def qnt001_chosen(r: Report, c: Catalog) -> Iterator[Said]:
 def qnt003_below_floor(r: Report, c: Catalog) -> Iterator[Said]:
     """Nothing above the quality floor fits fully, but a quantization below it would: name it and the
     flag that allows it, so a user who accepts the loss knows the option exists (never chosen unasked)."""
-    if r.fits or not r.quant_chosen:
+    if r.fits or not r.quant_chosen or (r.rig.is_cpu_only and r.runs):
         return
-    low = next((ch for ch in r.choices if ch.below_floor and ch.fits), None)
-    if low is not None:
+    low = next((ch for ch in r.choices if ch.below_floor and (ch.fits or (r.rig.is_cpu_only and ch.runs))), None)
+    if low is not None and r.rig.is_cpu_only:
+        yield ("info", f"{low.quant.id} would run from system RAM, but it is below the quality floor; "
+                       f"--allow-low-bit or --quant {low.quant.id} takes it anyway.")
+    elif low is not None:
         loss = f"KL divergence {low.quant.kld:.3f} vs 16-bit" if low.quant.kld is not None else \
             f"{low.quant.bits_per_weight:.2f} bits per weight"
         yield ("info", f"{low.quant.id} would fit fully, but it is below the quality floor ({loss}); "
@@ -296,7 +299,11 @@ def nvl004_what_changes_it(r: Report, c: Catalog) -> Iterator[Said]:
         tips.append("for one user, a layer split needs no fast link (llama.cpp -sm layer; vLLM "
                     "--pipeline-parallel-size N)")
     specs_bridge = all(s.nvlink is not None and s.nvlink.topology == "bridge" for s in specs)
-    if specs_bridge and not r.rig.nvlink:
+    sold = c.rules.plan.nvlink_bridge_sold_for
+    if specs_bridge and not r.rig.nvlink and not all(s.id in sold for s in specs):
+        tips.append(f"an NVLink bridge would give {r.interconnect.nvlink_speedup:.2f}x, but none with a dated price is "
+                    f"on sale for {specs[0].name} (rules/plan.toml nvlink_bridge_sold_for)")
+    elif specs_bridge and not r.rig.nvlink:
         bridge = float(c.rules.plan.nvlink_bridge_usd)
         tips.append(f"an NVLink bridge per pair (about ${bridge:.0f}, {c.rules.plan.nvlink_bridge_basis}) "
                     f"gives the {r.interconnect.nvlink_speedup:.2f}x above")
@@ -350,7 +357,7 @@ def trn001_training_fit(r: Report, c: Catalog) -> Iterator[Said]:
         hints.append("a smaller --batch-size or --seq-len")
     hints.append("more or larger GPUs")
     yield ("error", f"{t.workload} does not fit: {gib(t.per_gpu_bytes)} per GPU with {t.strategy}, "
-                    f"{gib(cap)} usable; try {', '.join(hints)}.")
+                    f"{gib(cap)} usable; try {', '.join(hints)}." + (f" {t.note}." if t.note else ""))
 
 
 INFERENCE_ONLY = frozenset({"FIT001", "FIT002", "FIT003", "FIT004", "CTX001", "CTX002", "QNT001", "QNT002", "QNT003",

@@ -107,6 +107,8 @@ class Training(Record):
     """`single`, `ddp`, `zero1`, `zero2` or `zero3` (FSDP)."""
     assumptions: tuple[tuple[str, str], ...] = ()
     """(what, value and the option that sets it): sequence length, micro-batch, checkpointing, optimizer..."""
+    note: str = ""
+    """What would make it fit when only system RAM is short (FSDP CPU offload)."""
 
 
 @record

@@ -129,6 +129,10 @@ def estimate_training(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opt
     elif stage in ("zero3", "offload") and kind == "lora":
         strategy = "FSDP (frozen base sharded)" + (" with CPU offload" if stage == "offload" else "")
     fits = bool(rig.gpus) and ok(stage)
+    note = ""
+    if not fits and n > 1 and per_gpu("offload") <= cap and host_need > host_cap:
+        note = (f"FSDP with CPU offload would fit the GPUs ({per_gpu('offload') / GIB:.1f} GiB each) but keeps "
+                f"{host_need / GIB:.1f} GiB of shards in system RAM, and {host_cap / GIB:.1f} GiB is usable (--ram)")
     tokens = options.batch_size * options.seq_len
     flops_per_token = (6 if kind == "full-finetune" else 4) * model.params_active
     if options.gradient_checkpointing:
@@ -162,7 +166,7 @@ def estimate_training(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opt
                     gradients_bytes=int(grads), optimizer_bytes=int(optim), activations_bytes=int(acts), fits=fits,
                     step_compute_s=compute, step_comm_s=comm, tokens_per_s=tps, basis=basis,
                     capacity_bytes=int(cap), trainable_params=int(trainable), sharding=stage,
-                    assumptions=assumptions)
+                    assumptions=assumptions, note=note)
 
 
 def _comm_seconds(rig: Rig, model: ModelSpec, options: Options, strategy: str, trainable: int, rules: Rulebook,
