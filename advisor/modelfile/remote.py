@@ -230,7 +230,7 @@ def _closest_repos(api, repo: str) -> str:
         import difflib
 
         found = difflib.get_close_matches(repo, org_models, n=5, cutoff=0.5)
-    return f"closest on the Hub: {', '.join(found[:5])}" if found else "check the spelling (ORG/NAME, as on the model's page)"
+    return f"closest on the Hub: {', '.join(found[:5])}" if found else "check the spelling: ORG/NAME as on the model's page"
 
 
 def _hf_model(src: Source, ref: Ref, endpoint: str) -> LoadedModel:
