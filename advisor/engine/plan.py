@@ -52,6 +52,8 @@ class PlanOption(Record):
     """Each priced part with its condition and date (and the host build's source)."""
     host_build: bool = False
     """On rules/plan.toml's MoE host build (its price included)."""
+    kv_cache_type: str = "f16"
+    """The KV cache type it was planned with (q8_0 where that is what fits, as `check` chooses)."""
 
 
 @record
@@ -172,6 +174,9 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
                 candidates.append((parts, [(n, g)], False, True))  # one card next to the experts in RAM
     if model.is_moe and owned and not owned_unified and not owned_modules:
         candidates.append((owned, [], False, True))  # the cards you have, moved into the MoE host build
+    from advisor.engine.choice import kv_candidates
+
+    kv_types = kv_candidates(catalog, runtime, opts)
     results: list[PlanOption] = []
     evaluated = 0
     plain_best: dict[tuple, PlanOption] = {}
@@ -182,12 +187,15 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
                          ram_bandwidth_gb_s=float(host.ram_bandwidth_gb_s), source="plan")
         else:
             rig = rig_of(specs, catalog.rules.memory.host, ram_bytes=ram_bytes, nvlink=nvlink, source="plan")
-        placer = Placer(model, quant, runtime, rig, opts, catalog.rules)
         evaluated += 1
-        placement = placer.at(ctx)
+        for kv in kv_types:  # f16, then q8_0 where it is what fits (advisor.engine.choice)
+            kv_opts = replace(opts, kv_type=kv)
+            placement = Placer(model, quant, runtime, rig, kv_opts, catalog.rules).at(ctx)
+            if placement.runs if on_host else placement.fits:
+                break
         if not (placement.runs if on_host else placement.fits):
             continue
-        speed = estimate_speed(placement, rig, model, quant, runtime, catalog.rules, opts, ctx)
+        speed = estimate_speed(placement, rig, model, quant, runtime, catalog.rules, kv_opts, ctx)
         tps = speed.decode_tokens_per_s or 0.0
         if min_tps is not None and tps < min_tps:
             continue
@@ -220,12 +228,13 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
                 if float(plat.usd):
                     basis.append(f"platform ${float(plat.usd):,.0f}: {plat.price_basis}")
         why = (f"{where}, {tps:.1f} tok/s decode, {headroom / GIB:.1f} GiB to spare"
-               + (", NVLink bridge" if nvlink else ""))
+               + (f", {kv} KV cache" if kv != kv_types[0] else "") + (", NVLink bridge" if nvlink else ""))
         opt = PlanOption(gpus=tuple((n, s.id) for n, s in parts), new_gpus=tuple((n, s.id) for n, s in new),
                          price_usd=round(cost, 2), nvlink=nvlink, decode_tokens_per_s=tps,
                          prefill_tokens_per_s=speed.prefill_tokens_per_s or 0.0, headroom_bytes=headroom,
                          power_w=power, usd_per_million_tokens=round(per_m, 2), strategy=placement.strategy, why=why,
-                         fits=placement.fits, platform=platform, price_basis=tuple(basis), host_build=on_host)
+                         fits=placement.fits, platform=platform, price_basis=tuple(basis), host_build=on_host,
+                         kv_cache_type=kv)
         key = tuple((n, s.id) for n, s in parts) + (("host",) if on_host else ())
         if not nvlink:
             plain_best[key] = opt

@@ -21,7 +21,7 @@ def plan_doc(plan: Plan, have: list[tuple[int, str]]) -> Doc:
                      "decode_tokens_per_s": o.decode_tokens_per_s, "prefill_tokens_per_s": o.prefill_tokens_per_s,
                      "fits": o.fits, "nvlink": o.nvlink, "headroom_bytes": o.headroom_bytes, "power_w": o.power_w,
                      "usd_per_million_tokens": o.usd_per_million_tokens, "strategy": o.strategy, "why": o.why,
-                     "platform": o.platform, "price_basis": list(o.price_basis), "host_build": o.host_build,
+                     "platform": o.platform, "price_basis": list(o.price_basis), "host_build": o.host_build, "kv_cache_type": o.kv_cache_type,
                      "over_budget": plan.over_budget}
                     for o in plan.options],
         "nvlink_note": plan.nvlink_note,
