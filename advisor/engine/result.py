@@ -145,7 +145,8 @@ class Report(Record):
 
     @property
     def runs(self) -> bool:
-        return self.training.fits if self.training is not None else self.placement.runs
+        """Inference runs at all (possibly offloaded); for training, `fits` is the answer."""
+        return self.placement.runs
 
     @property
     def gpus(self) -> tuple[GpuSpec, ...]:
