@@ -16,7 +16,14 @@ def options_from(args: argparse.Namespace):
                    workload=args.workload.lower(), flash_attention=args.flash_attn,
                    batch_size=args.batch_size, seq_len=args.seq_len,
                    gradient_checkpointing=args.gradient_checkpointing, optimizer=args.optimizer,
-                   sharding=args.sharding.lower(), lora_rank=args.lora_rank)
+                   sharding=args.sharding.lower(), lora_rank=args.lora_rank,
+
+                   memory_fraction=getattr(args, "gpu_memory_utilization", None),
+                   max_num_seqs=getattr(args, "max_num_seqs", None),
+                   enforce_eager=getattr(args, "enforce_eager", False),
+                   cpu_offload_gb=getattr(args, "cpu_offload_gb", None) or 0.0,
+                   tensor_parallel=getattr(args, "tensor_parallel_size", None),
+                   pipeline_parallel=getattr(args, "pipeline_parallel_size", None))
 
 
 def rig_from_args(args: argparse.Namespace, catalog):

@@ -19,6 +19,7 @@ from advisor.catalog.rulebook import PlatformRules
 from advisor.catalog.types import GIB, Catalog, GpuSpec, ModelSpec, QuantSpec
 from advisor.engine.check import check_options, estimate_speed, fallback_quant, resolve_quant
 from advisor.engine.options import DEFAULT_CTX, Options
+from advisor.engine.compat import refusal
 from advisor.engine.placement import Placer
 from advisor.engine.rig import MAX_RIG_GPUS, rig_of
 
@@ -187,6 +188,8 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
                          ram_bandwidth_gb_s=float(host.ram_bandwidth_gb_s), source="plan")
         else:
             rig = rig_of(specs, catalog.rules.memory.host, ram_bytes=ram_bytes, nvlink=nvlink, source="plan")
+        if {s.vendor for _, s in parts} - set(runtime.vendors) or refusal(catalog, runtime, rig, model, quant):
+            continue  # the runtime does not run there (rules/runtimes.toml): never proposed
         evaluated += 1
         for kv in kv_types:  # f16, then q8_0 where it is what fits (advisor.engine.choice)
             kv_opts = replace(opts, kv_type=kv)
