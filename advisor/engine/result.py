@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 from advisor.record import Record, record
+from advisor.engine.launch import Launch
 from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine.options import Options
 from advisor.engine.placement import Placement
@@ -209,6 +210,8 @@ class Report(Record):
     """Why the quantization and KV cache type were picked."""
     policy: object = None
     """What the automatic choice aimed for (advisor.engine.choice.Policy): targets and the quality floor."""
+    launch: Launch | None = None
+    """The command that realises this answer (rules/launch.toml), when the runtime has a launcher."""
     serving: Serving | None = None
     """Paged-KV runtimes (vLLM, SGLang): the KV pool and how many requests run at once."""
     refusal: str = ""

@@ -83,6 +83,12 @@ def check_json(r: Report) -> dict[str, Any]:
                          "target_context_tokens": r.policy.target_context, "quality_floor": r.policy.floor.text}
     if r.training is None:
         out["choices"] = [choice_json(c) for c in r.choices]
+    if r.launch is not None:
+        lc = r.launch
+        out["launch"] = {"command": lc.command, "runtime": lc.runtime, "launcher": lc.launcher,
+                         "env": {k: v for k, v in lc.env}, "modelfile": lc.modelfile or None}
+    if r.options.command_notes:
+        out["command_notes"] = list(r.options.command_notes)
     if r.serving is not None:
         out["serving"] = serving_json(r)
     if r.refusal:

@@ -136,6 +136,8 @@ def document(r: Report) -> list[Section]:
                                          *i.details), lines=(i.summary,)))
     if r.choices and r.training is None:
         secs.append(choices_section(r))
+    if r.launch is not None:
+        secs.append(Section("Run it", (), lines=run_it_lines(r)))
     secs.append(Section("Findings", tuple((f.code, f.severity, f.message) for f in r.findings)))
     return secs
 
@@ -157,6 +159,16 @@ def choices_section(r: Report) -> Section:
                  "KV cache type adds (rules/quality.toml); largest context: fully on the GPUs.")
     return Section("Choices", tuple(rows), header=("", "quant", "KV", "max ctx", "decode", "prefill", "KLD", "where"),
                    lines=tuple(lines))
+
+
+def run_it_lines(r: Report) -> tuple[str, ...]:
+    """The command that realises the answer (and an Ollama Modelfile with its settings)."""
+    lc = r.launch
+    if lc is None:
+        return ()
+    if lc.modelfile:
+        return ("Modelfile:", *(f"  {line}" for line in lc.modelfile.splitlines()), lc.command)
+    return (lc.command,)
 
 
 def use_color(stream=None) -> bool:
@@ -202,6 +214,9 @@ def render_markdown(r: Report) -> str:
         out.append("")
         header = sec.header or (("code", "severity", "message") if sec.title == "Findings" else ("", ""))
         rows = sec.rows
+        if sec.title == "Run it":
+            out += ["```", *sec.lines, "```", ""]
+            continue
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "---|" * len(header))
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
