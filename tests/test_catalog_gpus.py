@@ -51,6 +51,7 @@ CATEGORIES = {"consumer", "workstation", "datacenter", "unified"}
 ARCHES = {
     "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell", "rdna3", "cdna3", "xe-hpg",
     "apple-m1", "apple-m2", "apple-m3", "apple-m4", "gb10", "strix-halo",
+    "rdna4", "xe2", "gcn5", "cdna2", "apple-m5",
 }
 NVLINK_TOPOLOGIES = {"bridge", "switch", "mesh"}
 PRICE_CONDITIONS = {"new", "used", "msrp"}

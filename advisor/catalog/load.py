@@ -24,6 +24,7 @@ from advisor.catalog.types import (
     PresetRig,
     Price,
     QuantSpec,
+    RecurrentSpec,
     RuntimeSpec,
 )
 from advisor.catalog.rulebook import Rulebook, build_rulebook
@@ -45,7 +46,7 @@ KINDS: dict[str, type] = {
     "runtime": RuntimeSpec,
     "preset": PresetRig,
 }
-_NESTED: dict[str, type] = {"nvlink": NvlinkSpec, "price": Price}
+_NESTED: dict[str, type] = {"nvlink": NvlinkSpec, "price": Price, "recurrent": RecurrentSpec}
 _PLURAL = {"gpu": "gpus", "model": "models", "quant": "quants", "runtime": "runtimes", "preset": "presets"}
 
 

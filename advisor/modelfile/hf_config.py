@@ -73,7 +73,7 @@ def architecture(cfg: dict[str, Any], where: Path) -> tuple[str, dict[str, Any],
         f["shared_experts"] = 1  # Qwen2-MoE / Qwen3-Next: one shared expert of its own width
     if f["kv_lora_rank"]:  # MLA: the query/key head is the no-RoPE part plus the decoupled RoPE part
         f["qk_rope_head_dim"] = get_int(c, "qk_rope_head_dim", where, "qk_rope_head_dim", 0)
-        if c.get("head_dim") is None and c.get("qk_nope_head_dim") is not None:
+        if c.get("qk_nope_head_dim") is not None:  # GLM-5 also writes head_dim = the RoPE part (64)
             f["head_dim"] = get_int(c, "qk_nope_head_dim", where, "head_dim") + f["qk_rope_head_dim"]
     else:
         f["qk_rope_head_dim"] = 0
