@@ -237,7 +237,7 @@ NEW_MODELS = ["qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-39
               "qwen3.6-35b-a3b", "qwen3-next-80b-a3b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b",
               "qwen3-vl-235b-a22b", "gemma-4-26b-a4b", "gemma-4-31b", "deepseek-v3.1", "deepseek-v3.2", "glm-5",
               "glm-5.1", "minimax-m2.5", "minimax-m2.7", "seed-oss-36b", "nemotron-3-nano-30b-a3b"]
-NEW_GPUS = ["rx-7900-xt", "rx-9070-xt", "arc-b580", "mi50-16gb", "mi60", "mi250x", "tesla-p100-16gb",
+NEW_GPUS = ["rx-7900-xt", "rx-9070-xt", "rx-9070", "arc-b580", "mi50-16gb", "mi60", "mi250x", "tesla-p100-16gb",
             "rtx-5090-d", "rtx-5090-d-v2", "rtx-pro-4000", "rtx-pro-5000", "rtx-pro-5000-72gb", "m1-pro-32gb",
             "m3-pro-36gb", "m4-pro-64gb", "m5-pro-64gb", "m5-max-128gb", "m3-ultra-96gb", "m3-ultra-256gb",
             "m3-ultra-60c-96gb", "m3-ultra-60c-256gb"]
