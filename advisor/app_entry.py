@@ -29,7 +29,7 @@ def make_app(args: argparse.Namespace):
     from advisor.commands.args import model_from_arg
 
     catalog = load_catalog()
-    ref = model_from_arg(args.model) if args.model else None
+    ref = model_from_arg(args.model, catalog) if args.model else None
     loaded = ref if ref is not None and not isinstance(ref, str) else None
     model = resolve(catalog.models, ref, "model") if isinstance(ref, str) else None
     rig = None

@@ -25,6 +25,20 @@ def _isolated_user_dir(tmp_path_factory, monkeypatch):
     load._load_catalog.cache_clear()
 
 
+DEAD_ENDPOINT = "http://127.0.0.1:9"
+"""A local port nobody listens on: a remote reference in a test fails at once, never reaching the Hub."""
+
+
+@pytest.fixture(autouse=True)
+def _no_live_network(monkeypatch):
+    """Remote references never reach the real Hub or Ollama registry from the tests (test_remote.py
+    points them at its own local server)."""
+    monkeypatch.setenv("HF_ENDPOINT", DEAD_ENDPOINT)
+    monkeypatch.setenv("ADVISOR_OLLAMA_REGISTRY", DEAD_ENDPOINT)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
+
 @pytest.fixture(scope="session")
 def catalog():
     from advisor.catalog.load import load_catalog

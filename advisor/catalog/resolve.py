@@ -34,6 +34,17 @@ def _index(entries: Mapping[str, object]) -> dict[str, set[str]]:
     return index
 
 
+def exact(entries: Mapping[str, object], text: str) -> str | None:
+    """The id whose id, name or one of its aliases is `text` (in the normal form), or None: no
+    fuzzy step, so a Hugging Face id or an Ollama name reaches the catalog only when listed."""
+    if text in entries:
+        return text
+    key = normal(text)
+    hits = {i for i, e in entries.items()
+            if key in (normal(i), normal(getattr(e, "name", i)), *(normal(a) for a in getattr(e, "aliases", ())))}
+    return next(iter(hits)) if len(hits) == 1 else None
+
+
 _LISTED = ("gpu", "model")
 """Kinds with a command of their own that lists them (`advisor gpus`, `advisor models`)."""
 

@@ -224,7 +224,11 @@ class ModelSpec(Record):
     """The format the weights are published in when it is not 16-bit and files keep it (gpt-oss:
     MXFP4 experts in every GGUF); the advisor then starts its quantization choice there."""
     aliases: tuple[str, ...] = ()
-    """Other names people type for this model."""
+    """Other names people type for this model: the same release (same weights, same config) only."""
+    other_releases: tuple[str, ...] = ()
+    """Names of other releases with this architecture but their own config or weights (a longer
+    context, a native INT4 checkpoint): they never resolve to this entry; asked for, they are read
+    from their own files, and a failure to read them names this entry as the nearest in the catalog."""
     notes: str = ""
     """Anything a reader of the entry should know."""
 

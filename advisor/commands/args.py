@@ -21,16 +21,67 @@ def rig_from_args(args: argparse.Namespace, catalog):
                      rig_file=args.rig, empty=args.empty)
 
 
-def model_from_arg(text: str):
-    """A catalog id/name stays a string; a file, folder, `ollama:` or `hf:` reference is read."""
+def model_from_arg(text: str, catalog=None):
+    """A catalog id/name stays a string; a file, folder, store or remote reference is read.
+
+    Order: a path that exists or a prefixed reference (`hf:`, `ollama:`, `https://`); then, for an
+    `ORG/NAME` with a catalog, a name the catalog has exactly (id, name or alias: the same release);
+    then the plain remote forms `ORG/NAME[:TAG]` and `NAME:TAG` (the local stores, then the network
+    or its cache: an Ollama tag is read as the file Ollama would run, even when the catalog lists the
+    model); anything else is a catalog name resolved as usual (closest ids named when unknown)."""
     import os
 
-    if not (text.startswith(("ollama:", "hf:")) or text.endswith((".gguf", ".json", ".safetensors"))
-            or os.path.exists(os.path.expanduser(text))):
+    from_files = text.startswith(("ollama:", "hf:", "https://", "http://")) or \
+        text.endswith((".gguf", ".json", ".safetensors")) or os.path.exists(os.path.expanduser(text))
+    if not from_files and ("/" not in text and ":" not in text):
         return text  # the common case: no need to import the file readers
-    from advisor.modelfile import read_model
+    from advisor.modelfile import read_model, read_reference
 
-    return read_model(text)
+    if from_files:
+        return read_model(text, progress=_progress)
+    hf_shaped = "/" in text
+    if catalog is not None and hf_shaped:
+        from advisor.catalog.resolve import exact
+
+        if exact(catalog.models, text) is not None:
+            return text
+    try:
+        loaded = read_reference(text, progress=_progress)
+    except Exception as exc:
+        from advisor.errors import AdvisorError
+
+        if isinstance(exc, AdvisorError) and catalog is not None:
+            _name_catalog_entry(catalog, text, exc)
+        raise
+    return text if loaded is None else loaded
+
+
+def _name_catalog_entry(catalog, text: str, exc) -> None:
+    """A failed read of a name the catalog also knows: name that entry, and say when it is another
+    release (an Ollama tag the catalog lists is the same model at a quantization of the advisor's choice)."""
+    from advisor.catalog.resolve import exact, normal
+
+    key = normal(text)
+    for spec in catalog.models.values():
+        if any(normal(n) == key for n in getattr(spec, "other_releases", ())):
+            exc.hint = (f"{text} is a different release from the catalog's {spec.id} ({spec.name}); "
+                        f"ask for {spec.id} to answer with that one" + (f"; {exc.hint}" if exc.hint else ""))
+            return
+    same = exact(catalog.models, text)
+    if same is not None:
+        exc.hint = (f"the catalog's {same} is this model without its file: ask for {same} to answer offline"
+                    + (f"; {exc.hint}" if exc.hint else ""))
+
+
+def _progress(text: str) -> None:
+    import sys
+
+    try:
+        if sys.stderr is not None:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def resolve_model(catalog, text: str):
@@ -38,5 +89,5 @@ def resolve_model(catalog, text: str):
     from a file or reference (AdvisorError naming the closest ids when it is neither)."""
     from advisor.catalog.resolve import resolve
 
-    ref = model_from_arg(text)
+    ref = model_from_arg(text, catalog)
     return catalog.models[resolve(catalog.models, ref, "model")] if isinstance(ref, str) else ref

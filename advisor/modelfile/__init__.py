@@ -2,10 +2,12 @@
 
 `read_model(text)` takes a `.gguf` file (split `-00001-of-0000N.gguf` sets read whole), a folder
 with `config.json` and `*.safetensors` (with or without `model.safetensors.index.json`), a bare
-`config.json` (architecture only: weights estimated at BF16), `ollama:NAME[:TAG]` from the local
-Ollama store, or `hf:ORG/NAME[@REV]` from the local Hugging Face cache. Only headers are read, every
-count and length is bounded before use (`limits`), nothing from a file is executed, and any bad
-input is an `AdvisorError` with one line.
+`config.json` (architecture only: weights estimated at BF16), `ollama:NAME[:TAG]` (the local Ollama
+store, else the Ollama library), `hf:ORG/NAME[@REV][:TAG]` (the local Hugging Face cache, else the
+Hub), or an `https://` URL of a `.gguf` file or a Hub repo. Remote references (`remote`) read only
+metadata, by range requests, bounded and cached (`fetch`). Only headers are read, every count and
+length is bounded before use (`limits`), nothing from a file is executed, and any bad input is an
+`AdvisorError` with one line.
 """
 
 from __future__ import annotations
@@ -18,19 +20,20 @@ from advisor.errors import AdvisorError
 from advisor.modelfile.build import from_config, from_folder, from_gguf
 from advisor.modelfile.limits import display
 from advisor.engine.loaded import LoadedModel
-from advisor.modelfile.stores import read_hf, read_ollama
+from advisor.modelfile.stores import has_hf_snapshot, read_hf
 
-__all__ = ["LoadedModel", "read_model", "looks_like_model_path"]
+__all__ = ["LoadedModel", "read_model", "read_reference", "looks_like_model_path"]
 
-_HINT = "pass a .gguf file, a model folder, a config.json, ollama:NAME[:TAG] or hf:ORG/NAME"
+_HINT = "pass a .gguf file, a model folder, a config.json, ollama:NAME[:TAG], hf:ORG/NAME or a .gguf URL"
 
 
-def read_model(path_or_spec: str) -> LoadedModel:
-    """The model at a path or in a local store, as its own files describe it."""
+def read_model(path_or_spec: str, progress=None) -> LoadedModel:
+    """The model at a path, in a local store or at a remote reference, as its own files describe it.
+    `progress(text)` receives progress for slow remote reads (stderr in the CLI)."""
     paused = gc.isenabled()
     gc.disable()  # a header of 10^6 tensors builds millions of small objects: GC passes would triple the time
     try:
-        return _read(path_or_spec)
+        return _read(path_or_spec, progress)
     except AdvisorError:
         raise
     except OSError as exc:
@@ -43,9 +46,12 @@ def read_model(path_or_spec: str) -> LoadedModel:
             gc.enable()
 
 
+PREFIXES = ("ollama:", "hf:", "https://", "http://")
+
+
 def looks_like_model_path(text: str) -> bool:
-    """Whether a MODEL argument names a file, folder or store rather than a catalog id."""
-    if text.startswith(("ollama:", "hf:")) or text.endswith((".gguf", ".json", ".safetensors")):
+    """Whether a MODEL argument names a file, folder, store or URL rather than a catalog id."""
+    if text.startswith(PREFIXES) or text.endswith((".gguf", ".json", ".safetensors")):
         return True
     try:
         return bool(text) and Path(text).expanduser().exists()
@@ -53,17 +59,35 @@ def looks_like_model_path(text: str) -> bool:
         return False
 
 
-def _read(text: str) -> LoadedModel:
-    if text.startswith("ollama:"):
-        return read_ollama(text[len("ollama:"):])
-    if text.startswith("hf:"):
-        return read_hf(text[len("hf:"):])
+def read_reference(text: str, progress=None) -> LoadedModel | None:
+    """A plain remote reference (`ORG/NAME[:TAG]`, `NAME:TAG`), or None when `text` is not one.
+    The caller tries files and the catalog first."""
+    from advisor.modelfile import remote
+
+    ref = remote.parse_ref(text)
+    return None if ref is None else read_model(f"{ref.kind}:{text}", progress)
+
+
+def _read(text: str, progress=None) -> LoadedModel:
+    if text.startswith(PREFIXES):
+        from advisor.modelfile import remote
+
+        ref = remote.parse_ref(text)
+        if ref.kind == "hf" and not ref.tag and not ref.filename and has_hf_snapshot(ref.repo, ref.revision):
+            return read_hf(f"{ref.repo}@{ref.revision}" if ref.revision else ref.repo)
+        return remote.read_remote(ref, progress)
     if not text.strip():
         raise AdvisorError("empty model path", _HINT)
     path = Path(text).expanduser()
     if path.is_dir():
         return from_folder(path)
     if not path.exists():
+        if not text.endswith((".gguf", ".json", ".safetensors")):
+            from advisor.modelfile import remote
+
+            ref = remote.parse_ref(text)
+            if ref is not None:
+                return _read(f"{ref.kind}:{text}", progress)
         raise AdvisorError(_line(f"{display(text)}: no such file or folder"), _HINT)
     if path.suffix == ".json":
         return from_config(path)

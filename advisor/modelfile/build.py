@@ -11,7 +11,7 @@ from advisor.engine.memory import weights_layout
 from advisor.modelfile import gguf_arch, hf_config, limits
 from advisor.modelfile.fields import family_of, get_int, slug, text_value
 from advisor.modelfile.ggml_types import FILE_TYPES
-from advisor.modelfile.gguf_file import Tensor, read_gguf
+from advisor.modelfile.gguf_file import GgufFile, Tensor, read_gguf
 from advisor.modelfile.layout import Tally, tally
 from advisor.modelfile.limits import bad_file
 from advisor.engine.loaded import LoadedModel
@@ -26,21 +26,29 @@ def from_gguf(path: Path, *, source: str = "gguf file", name: str | None = None,
               sources: tuple[str, ...] | None = None) -> LoadedModel:
     """A .gguf file (every part of a split one). `name` stands for the file name (Ollama's NAME:TAG)."""
     parts = split_parts(path)
-    files = [read_gguf(p) for p in parts]
+    return from_gguf_files([read_gguf(p) for p in parts], [p.name for p in parts], source=source, name=name,
+                           sources=sources or (str(parts[0]),))
+
+
+def from_gguf_files(files: list[GgufFile], names: list[str], *, source: str, name: str | None,
+                    sources: tuple[str, ...]) -> LoadedModel:
+    """A model from the parsed headers of a GGUF file or of every part of a split set, local or remote
+    (`names` are the parts' file names, in order)."""
+    first = files[0].path
     meta = files[0].metadata
-    tensors = _merge([f.tensors for f in files], path)
-    if len(parts) > 1:
-        _check_split(meta, len(parts), len(tensors), parts[0])
-    arch, f, notes = gguf_arch.architecture(meta, tensors, parts[0])
+    tensors = _merge([f.tensors for f in files], first)
+    if len(files) > 1:
+        _check_split(meta, len(files), len(tensors), first)
+    arch, f, notes = gguf_arch.architecture(meta, tensors, first)
     t = tally(tensors, f["layers"], "gguf")
-    quant_id = FILE_TYPES.get(get_int(meta, "general.file_type", parts[0], "any", -1), "mixed")
-    label = parts[0].name + (f" and its {len(parts) - 1} other parts" if len(parts) > 1 else "")
+    quant_id = FILE_TYPES.get(get_int(meta, "general.file_type", first, "any", -1), "mixed")
+    label = names[0] + (f" and its {len(files) - 1} other parts" if len(files) > 1 else "")
     if name:
         label = f"{name} ({label})"
-    stem = m.group("stem") if (m := _SPLIT.match(parts[0].name)) else parts[0].name.removesuffix(".gguf")
+    stem = m.group("stem") if (m := _SPLIT.match(names[0])) else names[0].removesuffix(".gguf")
     spec = _spec(slug(name or stem), text_value(meta.get("general.name")) or name or stem, arch, f, t, notes,
-                 sources or (str(parts[0]),), why=f"read from {label}: {len(tensors)} tensors, architecture {arch}")
-    quant = QuantSpec(id=quant_id, format="gguf", bits_per_weight=_bpw(t, parts[0]),
+                 sources, why=f"read from {label}: {len(tensors)} tensors, architecture {arch}")
+    quant = QuantSpec(id=quant_id, format="gguf", bits_per_weight=_bpw(t, first),
                       bpw_basis=f"exact: tensor types and shapes read from {label}",
                       runtimes=GGUF_RUNTIMES, kernel=t.kernel)
     return LoadedModel(spec=spec, quant=quant, layout=t.layout, source=source, exact=True)
@@ -90,22 +98,32 @@ def from_folder(folder: Path, *, source: str = "safetensors folder", name: str |
     if not shards:
         return from_config(cfg_path, name=name, sources=sources)
     cfg = limits.read_json(cfg_path, limits.MAX_SMALL_JSON, "config.json")
-    model_type, f, notes = hf_config.architecture(cfg, cfg_path)
-    tensors = _merge([_checked_shard(s, names) for s, names in shards.items()], folder)
+    groups = [_checked_shard(s, names) for s, names in shards.items()]
+    return from_safetensors(cfg, cfg_path, groups, folder, name=name or folder.name, source=source,
+                            sources=sources or (str(folder),))
+
+
+def from_safetensors(cfg: Any, cfg_where: Path, groups: list[tuple[Tensor, ...]], where: Path, *, name: str,
+                     source: str, sources: tuple[str, ...]) -> LoadedModel:
+    """A model from its config.json object and the tensors of each safetensors file (local or remote)."""
+    model_type, f, notes = hf_config.architecture(cfg, cfg_where)
+    tensors = _merge(groups, where)
     t = tally(tensors, f["layers"], "safetensors")
-    c = hf_config.text_config(cfg, cfg_path)
+    c = hf_config.text_config(cfg, cfg_where)
     qcfg = c.get("quantization_config") if isinstance(c.get("quantization_config"), dict) else None
+    if qcfg is None and isinstance(cfg, dict) and isinstance(cfg.get("quantization_config"), dict):
+        qcfg = cfg["quantization_config"]  # multimodal configs keep it at the top level
     quant_id, kernel = _st_quant(qcfg, t)
-    label = f"{name or folder.name} ({len(shards)} safetensors file{'s' if len(shards) > 1 else ''})"
+    label = f"{name} ({len(groups)} safetensors file{'s' if len(groups) > 1 else ''})"
     basis = f"exact: tensor types and shapes read from {label}"
     if qcfg is not None:  # packed weights: elements are not parameters
-        params, active = hf_config.estimate_params(cfg, f, cfg_path)
+        params, active = hf_config.estimate_params(cfg, f, cfg_where)
         t = Tally(t.layout, t.output_present, params, t.expert_params, t.kernel, t.dominant_dtype, t.dominant_share)
         basis += "; parameters counted from config.json shapes (the tensors are packed)"
         f = {**f, "_active": active}
-    spec = _spec(slug(name or folder.name), name or folder.name, model_type, f, t, notes, sources or (str(folder),),
+    spec = _spec(slug(name), name, model_type, f, t, notes, sources,
                  why=f"read from {label}: {len(tensors)} tensors, model_type {model_type}")
-    quant = QuantSpec(id=quant_id, format="safetensors", bits_per_weight=_bpw(t, folder), bpw_basis=basis,
+    quant = QuantSpec(id=quant_id, format="safetensors", bits_per_weight=_bpw(t, where), bpw_basis=basis,
                       runtimes=ST_RUNTIMES, kernel=kernel)
     return LoadedModel(spec=spec, quant=quant, layout=t.layout, source=source, exact=True)
 
@@ -186,15 +204,30 @@ def _bpw(t: Tally, where: Path) -> float:
 
 
 def _st_quant(qcfg: dict[str, Any] | None, t: Tally) -> tuple[str, str]:
-    """(quant id, kernel class) of a safetensors checkpoint."""
+    """(quant id, kernel class) of a safetensors checkpoint, named as its `quantization_config` says
+    (the ids of rules/quants.toml: awq, gptq, fp8, int8, nf4, MXFP4, NVFP4, W4A16, W8A8, autoround,
+    exl2-<bits>, exl3-<bits>)."""
     if qcfg is not None:
-        method = str(qcfg.get("quant_method", "")).lower()
+        method = str(qcfg.get("quant_method", "")).lower().replace("_", "-")
+        bits = qcfg.get("bits")
         if method in ("awq", "gptq"):
-            return method, "int4"
+            return (method, "int4") if bits in (None, 4) else ("W8A16", "int8") if bits == 8 else ("mixed", t.kernel)
+        if method in ("auto-round", "autoround", "intel/auto-round"):
+            return "autoround", "int4"
+        if method in ("exl2", "exl3") and isinstance(bits, (int, float)) and not isinstance(bits, bool) and 1 <= bits <= 16:
+            return f"{method}-{float(bits):g}", "int4"
         if method == "bitsandbytes":
             return ("nf4", "int4") if qcfg.get("load_in_4bit") else ("int8", "int8")
         if method == "mxfp4":
             return "MXFP4", "mxfp4"
+        if method == "modelopt":
+            algo = str(qcfg.get("quant_algo", "")).upper()
+            if algo == "NVFP4":
+                return "NVFP4", "mxfp4"
+            if algo.startswith("FP8"):
+                return "fp8", "fp8"
+        if method == "compressed-tensors":
+            return _compressed_tensors(qcfg, t)
         if method == "fp8" or t.kernel == "fp8":
             return "fp8", "fp8"
         if t.kernel == "int8":
@@ -202,6 +235,27 @@ def _st_quant(qcfg: dict[str, Any] | None, t: Tally) -> tuple[str, str]:
         return "mixed", t.kernel
     if t.dominant_dtype in ("BF16", "F16", "F32") and t.dominant_share >= 0.9:
         return t.dominant_dtype, t.kernel
+    return "mixed", t.kernel
+
+
+def _compressed_tensors(qcfg: dict[str, Any], t: Tally) -> tuple[str, str]:
+    """llm-compressor's schemes by their names: NVFP4 (4-bit float weights in groups of 16), W4A16 /
+    W8A16 (integer weights, 16-bit activations), W8A8 (8-bit weights and activations), FP8."""
+    fmt = str(qcfg.get("format", "")).lower()
+    groups = qcfg.get("config_groups") if isinstance(qcfg.get("config_groups"), dict) else {}
+    weights = [g.get("weights") for g in groups.values() if isinstance(g, dict) and isinstance(g.get("weights"), dict)]
+    acts = [g.get("input_activations") for g in groups.values() if isinstance(g, dict)]
+    w = weights[0] if weights else {}
+    bits, kind = w.get("num_bits"), str(w.get("type", "int")).lower()
+    if fmt.startswith("nvfp4") or (bits == 4 and kind == "float"):
+        return "NVFP4", "mxfp4"
+    if kind == "float" and bits == 8:
+        return "fp8", "fp8"
+    if bits in (4, 8) and kind == "int":
+        act = next((a for a in acts if isinstance(a, dict)), None)
+        if act is None:
+            return f"W{bits}A16", "int4" if bits == 4 else "int8"
+        return f"W{bits}A{act.get('num_bits', 16)}", "int8"
     return "mixed", t.kernel
 
 

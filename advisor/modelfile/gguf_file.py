@@ -156,7 +156,13 @@ def read_gguf(path: Path) -> GgufFile:
         bad_file(path, f"can't read it ({exc.strerror or exc})", "check the path and permissions")
 
 
-def _parse(f: BinaryIO, size: int, path: Path) -> GgufFile:
+def read_gguf_stream(f: BinaryIO, size: int, where: str | Path) -> GgufFile:
+    """Read a GGUF header from any seekable reader of a file of `size` bytes (a remote file read by
+    range requests: `advisor.modelfile.fetch.RangeFile`); `where` names it in errors."""
+    return _parse(f, size, where)
+
+
+def _parse(f: BinaryIO, size: int, path: str | Path) -> GgufFile:
     head = f.read(8)
     if head[:4] != MAGIC:
         bad_file(path, "not a GGUF file (it does not start with the GGUF magic)", "pass a .gguf model file")
@@ -185,7 +191,7 @@ def _parse(f: BinaryIO, size: int, path: Path) -> GgufFile:
         bad_file(path, f"general.alignment {alignment!r} is not a power of two")
     data_start = -(-cur.pos // alignment) * alignment
     tensors = _check_data(path, infos, data_start, size, alignment)
-    return GgufFile(path=path, version=version, metadata=metadata, tensors=tensors)
+    return GgufFile(path=Path(path), version=version, metadata=metadata, tensors=tensors)
 
 
 def _read_metadata(cur: _Cursor, n_kv: int) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from advisor.files import open_regular
 from advisor.modelfile import limits
@@ -24,18 +24,24 @@ from advisor.modelfile.limits import bad_file
 def read_safetensors(path: Path) -> tuple[tuple[Tensor, ...], dict[str, str]]:
     """The tensors of one .safetensors file and its `__metadata__`."""
     size = limits.file_size(path)
-    if size < 8:
-        bad_file(path, f"too short to be safetensors ({size} bytes)")
     try:
         with open_regular(path) as f:
-            n = struct.unpack("<Q", f.read(8))[0]
-            if n > limits.MAX_ST_HEADER:
-                bad_file(path, f"safetensors header claims {n} bytes (this reader accepts up to {limits.MAX_ST_HEADER})")
-            if n > size - 8:
-                bad_file(path, f"truncated: the safetensors header claims {n} bytes, the file has {size - 8} after the length")
-            raw = f.read(n)
+            return read_safetensors_stream(f, size, path)
     except OSError as exc:
         bad_file(path, f"can't read it ({exc.strerror or exc})", "check the path and permissions")
+
+
+def read_safetensors_stream(f: BinaryIO, size: int, path: str | Path) -> tuple[tuple[Tensor, ...], dict[str, str]]:
+    """The same from any seekable reader of a file of `size` bytes (a remote file read by range
+    requests); `path` names it in errors."""
+    if size < 8:
+        bad_file(path, f"too short to be safetensors ({size} bytes)")
+    n = struct.unpack("<Q", f.read(8))[0]
+    if n > limits.MAX_ST_HEADER:
+        bad_file(path, f"safetensors header claims {n} bytes (this reader accepts up to {limits.MAX_ST_HEADER})")
+    if n > size - 8:
+        bad_file(path, f"truncated: the safetensors header claims {n} bytes, the file has {size - 8} after the length")
+    raw = f.read(n)
     if len(raw) != n:
         bad_file(path, "truncated: the file ended inside the safetensors header")
     if not raw.lstrip(b" ").startswith(b"{"):
@@ -53,7 +59,7 @@ def read_safetensors(path: Path) -> tuple[tuple[Tensor, ...], dict[str, str]]:
     return _tensors(path, header, size - 8 - n), meta
 
 
-def _tensors(path: Path, header: dict[str, Any], room: int) -> tuple[Tensor, ...]:
+def _tensors(path: str | Path, header: dict[str, Any], room: int) -> tuple[Tensor, ...]:
     out: list[Tensor] = []
     spans: list[tuple[int, int, str]] = []
     for name, info in header.items():  # a tight loop: a crafted header may list 10^6 tensors

@@ -1,6 +1,7 @@
 """Local model stores: Ollama's (`ollama:NAME[:TAG]`) and the Hugging Face cache (`hf:ORG/NAME`).
 
-Both are read from disk only; no server, no network.
+Both are read from disk only; no server, no network (a reference that is not in them is read
+remotely by `remote`).
 
 Ollama: `$OLLAMA_MODELS` (else `~/.ollama/models`, else the Linux service's
 `/usr/share/ollama/.ollama/models`) holds `manifests/<host>/<namespace>/<name>/<tag>` (JSON, an
@@ -40,18 +41,35 @@ def ollama_root() -> Path:
     return service if not home.is_dir() and service.is_dir() else home
 
 
-def read_ollama(ref: str) -> LoadedModel:
+def find_ollama(ref: str) -> Path | None:
+    """The manifest of `NAME[:TAG]` in the local store, or None when the store does not have it."""
     name, tag = _split_tag(ref)
     parts = name.split("/")
     if not 1 <= len(parts) <= 3 or not all(_PART.match(p) for p in parts) or not _PART.match(tag):
-        raise AdvisorError(f"ollama:{ref[:200]!r} is not a model name", "write ollama:NAME[:TAG], e.g. ollama:llama3.2:3b")
+        return None
+    folder, _ = _manifest_folder(parts)
+    for candidate in (folder / tag, folder / tag.lower()):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _manifest_folder(parts: list[str]) -> tuple[Path, Path]:
     host, namespace = "registry.ollama.ai", "library"
     if len(parts) == 3:
         host, namespace = parts[0], parts[1]
     elif len(parts) == 2:
         namespace = parts[0]
     root = ollama_root()
-    folder = root / "manifests" / host / namespace / parts[-1]
+    return root / "manifests" / host / namespace / parts[-1], root
+
+
+def read_ollama(ref: str) -> LoadedModel:
+    name, tag = _split_tag(ref)
+    parts = name.split("/")
+    if not 1 <= len(parts) <= 3 or not all(_PART.match(p) for p in parts) or not _PART.match(tag):
+        raise AdvisorError(f"ollama:{ref[:200]!r} is not a model name", "write ollama:NAME[:TAG], e.g. ollama:llama3.2:3b")
+    folder, root = _manifest_folder(parts)
     manifest = folder / tag
     if not manifest.is_file() and (folder / tag.lower()).is_file():
         manifest = folder / tag.lower()
@@ -89,6 +107,23 @@ def hf_root() -> Path:
             return Path(os.environ[var]).expanduser()
     home = os.environ.get("HF_HOME")
     return (Path(home).expanduser() if home else Path.home() / ".cache" / "huggingface") / "hub"
+
+
+def has_hf_snapshot(repo: str, rev: str = "") -> bool:
+    """Whether the local Hugging Face cache holds a snapshot of `repo` at `rev` (default main)."""
+    parts = repo.split("/")
+    if len(parts) != 2 or not all(_PART.match(p) for p in parts):
+        return False
+    repo_dir = hf_root() / f"models--{parts[0]}--{parts[1]}"
+    rev = rev or "main"
+    if _COMMIT.match(rev):
+        return (repo_dir / "snapshots" / rev).is_dir()
+    ref_file = repo_dir / "refs" / rev
+    try:
+        commit = ref_file.read_text(encoding="ascii", errors="replace").strip()[:64] if ref_file.is_file() else ""
+    except OSError:
+        return False
+    return bool(_COMMIT.match(commit)) and (repo_dir / "snapshots" / commit).is_dir()
 
 
 def read_hf(ref: str) -> LoadedModel:

@@ -1,0 +1,552 @@
+"""Remote model references, read as metadata only: Hugging Face repos, GGUF URLs, the Ollama library.
+
+| reference | what is read |
+| --- | --- |
+| `ORG/NAME`, `hf:ORG/NAME`, `https://huggingface.co/ORG/NAME` (`@REV` optional) | the repo's listing (HfApi), `config.json`, the safetensors index and every shard's header |
+| `ORG/NAME-GGUF:TAG` (`UD-Q4_K_XL`, `Q4_K_M`, ...) or a `.../resolve/REV/FILE.gguf` URL | the listing, then the header of that GGUF file (every part of a split set) |
+| a GGUF repo without a tag | nothing more: its GGUF files are listed with their sizes, to pick one |
+| `https://HOST/.../FILE.gguf` | that file's header (split sets: every part's) |
+| `ollama:NAME[:TAG]`, or `NAME:TAG` | the local Ollama store when it has the model, else the library's manifest (registry.ollama.ai, or `$ADVISOR_OLLAMA_REGISTRY`) and the GGUF blob's header |
+
+Headers are parsed by the same bounded readers as local files (`gguf_file`, `safetensors_file`),
+fed by range requests (`fetch.RangeFile`); bounds, timeouts and the cache are `fetch`'s.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from advisor.engine.loaded import LoadedModel
+from advisor.errors import AdvisorError
+from advisor.modelfile import fetch, limits
+from advisor.modelfile.fetch import Progress, RemoteError, Source
+
+HF_DEFAULT = "https://huggingface.co"
+OLLAMA_DEFAULT = "https://registry.ollama.ai"
+OLLAMA_ENV = "ADVISOR_OLLAMA_REGISTRY"
+OLLAMA_MODEL = "application/vnd.ollama.image.model"
+
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
+_HF = re.compile(rf"^(?P<repo>{_NAME}/{_NAME})(?:@(?P<rev>[A-Za-z0-9._/-]{{1,200}}?))?(?::(?P<tag>[A-Za-z0-9._-]{{1,64}}))?$")
+_OLLAMA = re.compile(r"^(?P<name>[a-z0-9][a-z0-9._-]{0,95}(?:/[a-z0-9][a-z0-9._-]{0,95}){0,2}):(?P<tag>[A-Za-z0-9._-]{1,128})$")
+_OLLAMA_PREFIXED = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,95}){0,2})"
+                              r"(?::(?P<tag>[A-Za-z0-9._-]{1,128}))?$")
+_SPLIT = re.compile(r"^(?P<stem>.*)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
+_QUANT_TAG = re.compile(r"(?:^|[-_.])((?:UD-)?(?:I?Q\d(?:_[0-9A-Z]+)*|BF16|F16|F32|FP16|MXFP4(?:_MOE)?|TQ\d_\d))$",
+                        re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A parsed remote reference."""
+
+    kind: str
+    """`hf` (a Hub repo, maybe one file or tag), `url` (a GGUF file anywhere) or `ollama`."""
+    text: str
+    repo: str = ""
+    revision: str = ""
+    tag: str = ""
+    filename: str = ""
+    url: str = ""
+    name: str = ""
+    """Ollama: NAME (library) or NAMESPACE/NAME."""
+
+
+def parse_ref(text: str, *, plain_ok: bool = True) -> Ref | None:
+    """The remote reference `text` writes, or None when it is not one. `plain_ok`: also the forms
+    without a prefix (`ORG/NAME[:TAG]`, `NAME:TAG`), which the caller tries after paths and the catalog."""
+    if text.startswith("hf:"):
+        m = _HF.match(text[3:])
+        if not m:
+            raise AdvisorError(f"{text[:200]!r} is not a Hugging Face model id", "write hf:ORG/NAME, e.g. hf:Qwen/Qwen3-8B")
+        return Ref("hf", text, repo=m["repo"], revision=m["rev"] or "", tag=m["tag"] or "")
+    if text.startswith("ollama:"):
+        m = _OLLAMA_PREFIXED.match(text[7:])
+        if not m:
+            raise AdvisorError(f"{text[:200]!r} is not a model name", "write ollama:NAME[:TAG], e.g. ollama:llama3.1:70b")
+        return Ref("ollama", text, name=m["name"], tag=m["tag"] or "latest")
+    if text.startswith(("https://", "http://")):
+        return _parse_url(text)
+    if not plain_ok:
+        return None
+    m = _HF.match(text)
+    if m and not text.endswith((".gguf", ".json", ".safetensors")):
+        return Ref("hf", text, repo=m["repo"], revision=m["rev"] or "", tag=m["tag"] or "")
+    m = _OLLAMA.match(text)
+    if m:
+        return Ref("ollama", text, name=m["name"], tag=m["tag"])
+    return None
+
+
+def _parse_url(text: str) -> Ref:
+    parts = urlsplit(text)
+    if not parts.netloc:
+        raise AdvisorError(f"{text[:200]!r} is not a URL", "write https://HOST/PATH/FILE.gguf")
+    hf_hosts = {urlsplit(HF_DEFAULT).netloc, urlsplit(hf_endpoint()).netloc}
+    path = unquote(parts.path)
+    if parts.netloc in hf_hosts:
+        segs = [s for s in path.split("/") if s]
+        plain_file = len(segs) == 2 and segs[1].lower().endswith(".gguf")
+        if len(segs) >= 2 and segs[0] not in ("api", "datasets", "spaces") and not plain_file:
+            repo = f"{segs[0]}/{segs[1]}"
+            if len(segs) >= 5 and segs[2] in ("resolve", "blob"):
+                return Ref("hf", text, repo=repo, revision=segs[3], filename="/".join(segs[4:]))
+            if len(segs) >= 4 and segs[2] == "tree":
+                return Ref("hf", text, repo=repo, revision="/".join(segs[3:]))
+            if len(segs) == 2:
+                return Ref("hf", text, repo=repo)
+    if not path.lower().endswith(".gguf"):
+        raise AdvisorError(f"{text[:200]!r}: only .gguf files and Hugging Face repos can be read from a URL",
+                           "give the URL of a .gguf file, or ORG/NAME for a Hugging Face repo")
+    return Ref("url", text, url=text)
+
+
+def hf_endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or HF_DEFAULT).rstrip("/")
+
+
+def _hf_offline() -> str:
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return "HF_HUB_OFFLINE is set" if value.strip().upper() in ("1", "ON", "YES", "TRUE") else ""
+
+
+# --- entry point -------------------------------------------------------------------------------
+
+def read_remote(ref: Ref, progress: Progress | None = None) -> LoadedModel:
+    """The model a remote reference names, from its metadata (cached after the first read)."""
+    if ref.kind == "hf":
+        return _read_hf(ref, progress)
+    if ref.kind == "url":
+        key = fetch.record_key("url", ref.url)
+        return fetch.run(key, ref.text, lambda src: _gguf_from_url(src, ref), progress=progress)
+    return _read_ollama(ref, progress)
+
+
+# --- Hugging Face ------------------------------------------------------------------------------
+
+def _hub():
+    """huggingface_hub, imported with its telemetry off: its user-agent code would otherwise fetch
+    `/api/agent-harnesses` from the endpoint, a request nobody asked for (and up to 3 s offline)."""
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    constants.HF_HUB_DISABLE_TELEMETRY = True
+    return huggingface_hub
+
+
+def _hf_headers() -> dict[str, str]:
+    _hub()
+    from huggingface_hub.utils import build_hf_headers
+
+    headers = build_hf_headers(library_name="advisor")  # the token: HF_TOKEN, else the saved login
+    return {k.lower(): v for k, v in headers.items()}
+
+
+def _read_hf(ref: Ref, progress: Progress | None) -> LoadedModel:
+    endpoint = hf_endpoint()
+    key = fetch.record_key("hf", endpoint, ref.repo, ref.revision, ref.tag, ref.filename)
+    return fetch.run(key, ref.text, lambda src: _hf_model(src, ref, endpoint), headers=_hf_headers(),
+                     offline=_hf_offline(), progress=progress)
+
+
+def _gated_hint(repo: str, endpoint: str) -> str:
+    if os.environ.get("HF_TOKEN"):
+        return f"{repo} is gated or private and this HF_TOKEN has no access: accept its terms at {endpoint}/{repo} " \
+               "with the token's account"
+    return f"{repo} may be gated or private: accept its terms at {endpoint}/{repo}, then set HF_TOKEN to a token of that account"
+
+
+def _hf_listing(src: Source, ref: Ref, endpoint: str) -> dict[str, Any]:
+    def fetch_listing() -> dict[str, Any]:
+        _hub()
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+
+        api = HfApi(endpoint=endpoint, library_name="advisor")
+        fetch.client()  # huggingface_hub's requests go through the bounded client
+        what = ref.repo
+        try:
+            info = api.model_info(ref.repo, revision=ref.revision or None, files_metadata=True,
+                                  timeout=fetch.STALL_TIMEOUT_S)
+        except GatedRepoError:
+            raise RemoteError(f"{what}: {urlsplit(endpoint).netloc} refused access (gated)", _gated_hint(ref.repo, endpoint)) from None
+        except RevisionNotFoundError:
+            raise RemoteError(f"{what}: no revision {ref.revision!r} on {urlsplit(endpoint).netloc} (404)",
+                              "use a branch, tag or commit the repo has") from None
+        except RepositoryNotFoundError as exc:
+            response = getattr(exc, "response", None)
+            status = getattr(response, "status_code", 404)
+            code = (getattr(response, "headers", None) or {}).get("x-error-code", "")
+            if status in (401, 403) and code != "RepoNotFound":
+                raise RemoteError(f"{what}: {urlsplit(endpoint).netloc} answered {status} (gated or private)",
+                                  _gated_hint(ref.repo, endpoint)) from None
+            private = " (or it is private: then set HF_TOKEN)" if status == 401 and not os.environ.get("HF_TOKEN") else ""
+            raise RemoteError(f"{what}: no such model on {urlsplit(endpoint).netloc}{private}",
+                              _closest_repos(api, ref.repo)) from None
+        except HfHubHTTPError as exc:
+            response = getattr(exc, "response", None)
+            status = getattr(response, "status_code", 0) or 0
+            if status in (401, 403):
+                raise RemoteError(f"{what}: {urlsplit(endpoint).netloc} answered {status} (gated or private)",
+                                  _gated_hint(ref.repo, endpoint)) from None
+            if status == 404:
+                raise RemoteError(f"{what}: no such model on {urlsplit(endpoint).netloc}",
+                                  _closest_repos(api, ref.repo)) from None
+            raise fetch.status_error(status, what, endpoint, getattr(response, "headers", None),
+                                     gated_hint="x") from None
+        except RemoteError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - network failures inside huggingface_hub
+            raise fetch.network_error(exc, endpoint, what) from None
+        files = []
+        for s in info.siblings or ():
+            size = s.lfs.size if s.lfs is not None and getattr(s.lfs, "size", None) is not None else s.size
+            files.append([s.rfilename, size])
+        return {"sha": info.sha or ref.revision or "main", "files": files}
+
+    return src.json("listing", fetch_listing)
+
+
+def _closest_repos(api, repo: str) -> str:
+    """Names like `repo` that the Hub has (one bounded search), for a 404."""
+    name = repo.split("/")[-1]
+    try:
+        found = [m.id for m in api.list_models(search=name[:60], limit=5)]
+    except Exception:  # noqa: BLE001 - the hint is a courtesy
+        found = []
+    if not found:
+        org_models = []
+        try:
+            org_models = [m.id for m in api.list_models(author=repo.split("/")[0], limit=200)]
+        except Exception:  # noqa: BLE001
+            pass
+        import difflib
+
+        found = difflib.get_close_matches(repo, org_models, n=5, cutoff=0.5)
+    return f"closest on the Hub: {', '.join(found[:5])}" if found else "check the spelling (ORG/NAME, as on the model's page)"
+
+
+def _hf_model(src: Source, ref: Ref, endpoint: str) -> LoadedModel:
+    listing = _hf_listing(src, ref, endpoint)
+    sha = listing["sha"]
+    sizes = {name: size for name, size in listing["files"]}
+    url = lambda name: f"{endpoint}/{ref.repo}/resolve/{quote(sha, safe='')}/{quote(name)}"  # noqa: E731
+    on_status = lambda what: (lambda status, headers: fetch.status_error(  # noqa: E731
+        status, what, endpoint, headers, gated_hint=_gated_hint(ref.repo, endpoint)))
+    where = f"{ref.repo}@{sha[:12]}"
+    sources = (f"{endpoint}/{ref.repo}/tree/{sha}",)
+    if ref.filename:
+        if ref.filename not in sizes:
+            raise RemoteError(f"{ref.repo}: no file {ref.filename!r} at {sha[:12]}", _gguf_listing_hint(ref.repo, sizes))
+        if not ref.filename.endswith(".gguf"):
+            raise RemoteError(f"{ref.repo}/{ref.filename}: only a .gguf file can be read by itself",
+                              f"give the repo ({ref.repo}) for a safetensors model")
+        return _gguf_parts(src, ref.repo, _split_names(ref.filename, sizes, ref.repo), sizes, url, on_status,
+                           name=f"{ref.repo}/{ref.filename}", source="hf remote", sources=sources)
+    ggufs = _gguf_models(sizes)
+    if ref.tag:
+        if not ggufs:
+            raise RemoteError(f"{ref.repo}: :{ref.tag} picks a GGUF file, and this repo has none",
+                              f"ask for {ref.repo} itself (its safetensors) or its -GGUF repo")
+        names = _pick_tag(ggufs, ref.tag, ref.repo, sizes)
+        return _gguf_parts(src, ref.repo, names, sizes, url, on_status, name=f"{ref.repo}:{ref.tag}", source="hf remote",
+                           sources=sources, quant_id=_tag_of(names[0]) or ref.tag)
+    weights = [n for n in sizes if n.endswith(".safetensors") and "/" not in n]
+    if "config.json" in sizes and (weights or not ggufs):
+        cfg = src.get_json("config.json", url("config.json"), limits.MAX_SMALL_JSON, f"{ref.repo} config.json",
+                           on_status=on_status(f"{ref.repo} config.json"))
+        if not weights:
+            return _config_only(cfg, ref.repo, where, sources)
+        groups = _safetensors_groups(src, ref.repo, sizes, weights, url, on_status)
+        from advisor.modelfile.build import from_safetensors
+
+        return from_safetensors(cfg, Path(f"{where}/config.json"), groups, Path(where), name=ref.repo,
+                                source="hf remote", sources=sources)
+    if len(ggufs) == 1:
+        names = next(iter(ggufs.values()))
+        return _gguf_parts(src, ref.repo, names, sizes, url, on_status, name=ref.repo, source="hf remote", sources=sources,
+                           quant_id=_tag_of(names[0]))
+    if ggufs:
+        raise RemoteError(f"{ref.repo} holds {len(ggufs)} GGUF models: pick one as {ref.repo}:TAG",
+                          _gguf_listing_hint(ref.repo, sizes))
+    raise RemoteError(f"{ref.repo}: no config.json, safetensors or GGUF files at {sha[:12]}",
+                      "this is not a model repository the advisor can read")
+
+
+def _config_only(cfg: Any, repo: str, where: str, sources: tuple[str, ...]) -> LoadedModel:
+    """config.json alone (a repo without weights in a format read here): the architecture, BF16 assumed."""
+    from advisor.catalog.types import QuantSpec
+    from advisor.engine.memory import weights_layout
+    from advisor.modelfile import hf_config
+    from advisor.catalog.types import ModelSpec
+    from advisor.modelfile.build import ST_RUNTIMES
+    from advisor.modelfile.fields import family_of, slug
+
+    cfg_where = Path(f"{where}/config.json")
+    model_type, f, notes = hf_config.architecture(cfg, cfg_where)
+    total, active = hf_config.estimate_params(cfg, f, cfg_where)
+    spec = ModelSpec(id=slug(repo.split("/")[-1]), name=repo, family=family_of(model_type), params_total=total,
+                     params_active=active, sources=sources,
+                     notes="; ".join([f"architecture from {repo}'s config.json (model_type {model_type}); "
+                                      "no safetensors weights: parameters counted from its shapes", *notes]), **f)
+    quant = QuantSpec(id="BF16", format="safetensors", bits_per_weight=16.0,
+                      bpw_basis="estimate: parameters counted from config.json shapes, stored at 16 bits (BF16)",
+                      runtimes=ST_RUNTIMES, kernel="f16")
+    return LoadedModel(spec=spec, quant=quant, layout=weights_layout(spec, quant), source="hf remote", exact=False)
+
+
+def _safetensors_groups(src: Source, repo: str, sizes: dict[str, Any], weights: list[str], url, on_status):
+    from advisor.modelfile.safetensors_file import read_safetensors_stream
+
+    shards: dict[str, set[str] | None]
+    if "model.safetensors.index.json" in sizes:
+        index = src.get_json("model.safetensors.index.json", url("model.safetensors.index.json"), limits.MAX_INDEX_JSON,
+                             f"{repo} safetensors index", on_status=on_status(f"{repo} safetensors index"))
+        wmap = index.get("weight_map") if isinstance(index, dict) else None
+        if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
+            raise RemoteError(f"{repo}: model.safetensors.index.json has no weight_map", "the repo is malformed")
+        shards = {}
+        for tensor, fname in wmap.items():
+            if fname not in sizes:
+                raise RemoteError(f"{repo}: the index names {fname[:100]!r}, which the repo does not have",
+                                  "the upload is incomplete")
+            shards.setdefault(fname, set()).add(tensor)  # type: ignore[union-attr]
+    else:
+        picked = [n for n in weights if not n.startswith("consolidated")] or weights
+        shards = {n: None for n in sorted(picked)}
+    if len(shards) > limits.MAX_SPLITS:
+        raise RemoteError(f"{repo}: {len(shards)} safetensors shards (over {limits.MAX_SPLITS})", "")
+
+    def one(fname: str):
+        what = f"{repo}/{fname}"
+        with src.open(url(fname), what, sizes.get(fname), on_status(what)) as f:
+            tensors, _meta = read_safetensors_stream(f, f.size, what)
+        src.done(f)
+        names = shards[fname]
+        if names is not None:
+            lost = names - {t.name for t in tensors}
+            if lost:
+                raise RemoteError(f"{what}: the index puts {len(lost)} tensors here that the file lacks", "the repo is malformed")
+        return tensors
+
+    order = list(shards)
+    if len(order) == 1 or not src.live:
+        return [one(n) for n in order]
+    with ThreadPoolExecutor(max_workers=min(8, len(order)), thread_name_prefix="advisor-shard") as pool:
+        return list(pool.map(one, order))
+
+
+# --- GGUF files in a repo, by tag ------------------------------------------------------------------
+
+def _tag_of(name: str) -> str:
+    base = name.rsplit("/", 1)[-1]
+    m = _SPLIT.match(base)
+    stem = m["stem"] if m else base.removesuffix(".gguf")
+    t = _QUANT_TAG.search(stem)
+    return t.group(1).upper().replace("UD-", "UD-") if t else ""
+
+
+def _gguf_models(sizes: dict[str, Any]) -> dict[str, list[str]]:
+    """GGUF models in a listing, by the name of their first file: [first, part 2, ...] (mmproj files left out)."""
+    out: dict[str, list[str]] = {}
+    for name in sorted(sizes):
+        base = name.rsplit("/", 1)[-1]
+        if not base.endswith(".gguf") or "mmproj" in base.lower():
+            continue
+        m = _SPLIT.match(base)
+        if m and m["i"] != "00001":
+            continue
+        out[name] = _split_names(name, sizes, "") if m else [name]
+    return out
+
+
+def _split_names(name: str, sizes: dict[str, Any], repo: str) -> list[str]:
+    folder, _, base = name.rpartition("/")
+    m = _SPLIT.match(base)
+    if not m:
+        return [name]
+    n = int(m["n"])
+    if not 1 <= n <= limits.MAX_SPLITS:
+        raise RemoteError(f"{name}: split name says {n} parts", "")
+    names = [f"{folder + '/' if folder else ''}{m['stem']}-{k:05d}-of-{n:05d}.gguf" for k in range(1, n + 1)]
+    missing = [p for p in names if p not in sizes]
+    if missing and repo:
+        raise RemoteError(f"{repo}: split GGUF {base} is missing {len(missing)} of its {n} parts", "the upload is incomplete")
+    return [p for p in names if p in sizes] if not repo else names
+
+
+def _pick_tag(ggufs: dict[str, list[str]], tag: str, repo: str, sizes: dict[str, Any]) -> list[str]:
+    want = tag.upper()
+    hits = [names for first, names in ggufs.items() if _tag_of(first) == want]
+    if not hits:
+        hits = [names for first, names in ggufs.items()
+                if first.upper().removesuffix(".GGUF").endswith(want) or first.upper().split("/")[0] == want]
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        raise RemoteError(f"{repo}:{tag} matches {len(hits)} files ({', '.join(h[0] for h in hits[:4])})",
+                          "give the file's URL (.../resolve/main/FILE.gguf) instead")
+    raise RemoteError(f"{repo}: no GGUF file tagged {tag}", _gguf_listing_hint(repo, sizes, tag))
+
+
+def _gguf_listing_hint(repo: str, sizes: dict[str, Any], near: str = "") -> str:
+    ggufs = _gguf_models(sizes)
+    if not ggufs:
+        return f"{repo} has no GGUF files"
+    rows = []
+    for first, names in ggufs.items():
+        total = sum(sizes.get(n) or 0 for n in names)
+        tag = _tag_of(first) or first
+        rows.append((tag, total, len(names)))
+    if near:
+        import difflib
+
+        close = difflib.get_close_matches(near.upper(), [r[0] for r in rows], n=3, cutoff=0.4)
+        rows.sort(key=lambda r: (r[0] not in close, close.index(r[0]) if r[0] in close else 0, r[1]))
+    else:
+        rows.sort(key=lambda r: r[1])
+    text = ", ".join(f"{t} {_size(b)}" + (f" ({k} parts)" if k > 1 else "") for t, b, k in rows[:24])
+    return f"its GGUF files: {text}" + (f", and {len(rows) - 24} more" if len(rows) > 24 else "")
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
+def _gguf_parts(src: Source, repo: str, names: list[str], sizes: dict[str, Any], url, on_status, *, name: str, source: str,
+                sources: tuple[str, ...], quant_id: str = "") -> LoadedModel:
+    from advisor.modelfile.build import from_gguf_files
+    from advisor.modelfile.gguf_file import read_gguf_stream
+
+    files = []
+    for part in names:
+        what = f"{repo}/{part}"
+        with src.open(url(part), what, sizes.get(part), on_status(what)) as f:
+            files.append(read_gguf_stream(f, f.size, what))
+        src.done(f)
+    model = from_gguf_files(files, [n.rsplit("/", 1)[-1] for n in names], source=source, name=name, sources=sources)
+    return _relabel(model, quant_id)
+
+
+def _relabel(model: LoadedModel, quant_id: str) -> LoadedModel:
+    """The quant named as the repo names it (`UD-Q4_K_XL`), when its file type alone would say less."""
+    if not quant_id or quant_id == model.quant.id:
+        return model
+    from dataclasses import replace
+
+    basis = f"{model.quant.bpw_basis}; the file's own type says {model.quant.id}"
+    return replace(model, quant=replace(model.quant, id=quant_id, bpw_basis=basis))
+
+
+# --- a GGUF file at any URL ------------------------------------------------------------------------
+
+def _gguf_from_url(src: Source, ref: Ref) -> LoadedModel:
+    from advisor.modelfile.build import from_gguf_files
+    from advisor.modelfile.gguf_file import read_gguf_stream
+
+    parts = urlsplit(ref.url)
+    base = parts.path.rsplit("/", 1)[-1]
+    m = _SPLIT.match(unquote(base))
+    urls = [ref.url]
+    names = [unquote(base)]
+    if m:
+        n = int(m["n"])
+        if not 1 <= n <= limits.MAX_SPLITS:
+            raise RemoteError(f"{ref.url[:200]}: split name says {n} parts", "")
+        head = parts.path[: len(parts.path) - len(base)]
+        names = [f"{m['stem']}-{k:05d}-of-{n:05d}.gguf" for k in range(1, n + 1)]
+        urls = [parts._replace(path=head + quote(nm)).geturl() for nm in names]
+    files = []
+    for u, nm in zip(urls, names):
+        with src.open(u, nm) as f:
+            files.append(read_gguf_stream(f, f.size, nm))
+        src.done(f)
+    return from_gguf_files(files, names, source="gguf url", name=None, sources=(ref.url,))
+
+
+# --- the Ollama library --------------------------------------------------------------------------
+
+def ollama_registry() -> str:
+    return (os.environ.get(OLLAMA_ENV) or OLLAMA_DEFAULT).rstrip("/")
+
+
+def _read_ollama(ref: Ref, progress: Progress | None) -> LoadedModel:
+    from advisor.modelfile import stores
+
+    local = stores.find_ollama(f"{ref.name}:{ref.tag}")
+    if local is not None:
+        return stores.read_ollama(f"{ref.name}:{ref.tag}")
+    parts = ref.name.split("/")
+    if len(parts) == 3:
+        raise RemoteError(f"ollama:{ref.name}:{ref.tag} is not in the local store, and only the Ollama library "
+                          f"({urlsplit(OLLAMA_DEFAULT).netloc}) is read remotely", f"run `ollama pull {ref.name}:{ref.tag}`")
+    namespace, model = (parts[0], parts[1]) if len(parts) == 2 else ("library", parts[0])
+    registry = ollama_registry()
+    key = fetch.record_key("ollama", registry, namespace, model, ref.tag)
+    display = f"{ref.name}:{ref.tag}"
+    try:
+        return fetch.run(key, f"ollama:{display}", lambda src: _ollama_model(src, registry, namespace, model, ref.tag, display),
+                         progress=progress)
+    except RemoteError as exc:
+        folder, root = stores._manifest_folder(parts)
+        local = sorted(p.name for p in folder.iterdir())[:10] if folder.is_dir() else []
+        if not local:
+            raise
+        raise RemoteError(f"ollama:{display} is not in the local store {root}, and the library: {exc.message}",
+                          f"tags in the local store: {', '.join(local)}") from None
+
+
+def _ollama_model(src: Source, registry: str, namespace: str, model: str, tag: str, display: str) -> LoadedModel:
+    base = f"{registry}/v2/{namespace}/{model}"
+    what = f"ollama:{display}"
+
+    def on_manifest(status: int, headers: Any) -> RemoteError:
+        if status == 404:
+            return RemoteError(f"{what}: not in the Ollama library (404)", _ollama_closest(base, model, tag))
+        return fetch.status_error(status, what, base, headers)
+
+    manifest = src.get_json("manifest", f"{base}/manifests/{quote(tag)}", limits.MAX_SMALL_JSON, f"{what} manifest",
+                            headers={"accept": "application/vnd.docker.distribution.manifest.v2+json"},
+                            on_status=on_manifest)
+    layers = manifest.get("layers") if isinstance(manifest, dict) else None
+    if not isinstance(layers, list):
+        raise RemoteError(f"{what}: the manifest has no layers list", "the registry answered something else")
+    models = [layer for layer in layers if isinstance(layer, dict) and layer.get("mediaType") == OLLAMA_MODEL]
+    if len(models) != 1 or not re.fullmatch(r"sha256:[0-9a-f]{64}", str(models[0].get("digest", ""))):
+        raise RemoteError(f"{what}: the manifest does not name one model layer ({OLLAMA_MODEL})", "")
+    digest, size = models[0]["digest"], models[0].get("size")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        size = None
+    from advisor.modelfile.build import from_gguf_files
+    from advisor.modelfile.gguf_file import read_gguf_stream
+
+    blob = f"{base}/blobs/{digest}"
+    label = f"{display} (blob {digest[7:19]}…)"
+    with src.open(blob, label, size) as f:
+        gguf = read_gguf_stream(f, f.size, label)
+    src.done(f)
+    return from_gguf_files([gguf], [f"sha256-{digest[7:]}"], source="ollama library", name=display,
+                           sources=(f"{registry}/{namespace}/{model}:{tag}", blob))
+
+
+def _ollama_closest(base: str, model: str, tag: str) -> str:
+    """The model's tags, when the registry lists them (OCI `tags/list`), nearest first."""
+    try:
+        raw = fetch.get_small(f"{base}/tags/list", 1 * fetch.MIB, "tags", {})
+        tags = fetch.json_from(raw, base, "tags").get("tags") or []
+        tags = [t for t in tags if isinstance(t, str)]
+    except (AdvisorError, AttributeError):
+        tags = []
+    if tags:
+        import difflib
+
+        close = difflib.get_close_matches(tag, tags, n=6, cutoff=0.3) or tags[:6]
+        return f"tags of {model}: {', '.join(close)}"
+    return f"check the name and tag at https://ollama.com/library/{model}/tags"
