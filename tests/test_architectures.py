@@ -118,6 +118,7 @@ def test_nemotron_h_pattern_has_mlp_only_blocks(tmp_path: Path) -> None:
     assert spec.layer_pattern == hop.replace("M", "r").replace("*", "a")
     assert layers.kv_layer_count(spec) == 1 and layers.recurrent_layer_count(spec) == 8
     assert spec.recurrent.group_count == 8 and spec.recurrent.inner_size == 1024
+    assert spec.expert_layers == () and spec.expert_matrices == 2  # no E blocks in this pattern
 
 
 def test_jamba_period_and_mamba1_state(tmp_path: Path) -> None:
@@ -128,6 +129,9 @@ def test_jamba_period_and_mamba1_state(tmp_path: Path) -> None:
     spec = read_model(str(_config(tmp_path, cfg))).spec
     assert [il for il, k in enumerate(spec.layer_pattern) if k == "a"] == [4, 12, 20, 28]
     assert spec.recurrent.kind == "mamba" and spec.recurrent.elements == 3 * 8192 + 16 * 8192
+    cfg.update(expert_layer_period=2, expert_layer_offset=1)
+    spec = read_model(str(_config(tmp_path, cfg, "with-moe"))).spec
+    assert spec.expert_layers == tuple(range(1, 32, 2))
 
 
 def test_gemma_kv_shared_layers_and_per_layer_embeddings(tmp_path: Path) -> None:
@@ -260,6 +264,10 @@ def test_catalog_hybrids_carry_their_layer_kinds() -> None:
     assert q.recurrent.elements == GDN_STATE
     nemo = cat.models["nemotron-3-nano-30b-a3b"]
     assert (layers.kv_layer_count(nemo), layers.recurrent_layer_count(nemo)) == (6, 23)  # card: 6 GQA, 23 Mamba-2
+    # its 23 MoE blocks carry the experts (2 matrices each, relu^2), not all 52 layers
+    lay = mem.weights_layout(nemo, cat.quants["Q4_K_M"])
+    assert sum(1 for b in lay.expert_bytes if b) == 23 and nemo.expert_matrices == 2
+    assert sum(lay.expert_bytes) < lay.total_bytes
     v32 = cat.models["deepseek-v3.2"]
     assert layers.kv_elements_per_token(v32, False) == 512 + 64 + 128
     g4 = cat.models["gemma-4-31b"]

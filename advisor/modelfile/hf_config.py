@@ -177,7 +177,7 @@ def estimate_params(cfg: dict[str, Any], f: dict[str, Any], where: Path) -> tupl
             if letter == "E":
                 unused += (E - k) * mats * H * Im
             continue
-        is_moe = E > 0 and il >= f["dense_layers"]
+        is_moe = E > 0 and (il in f["expert_layers"] if f.get("expert_layers") else il >= f["dense_layers"])
         if kind == "r":
             mixer = mixer_r
         elif (gkv != kv or ghd != hd) and il < len(kinds) and kinds[il] == "full_attention":
