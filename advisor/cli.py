@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "models": "advisor.commands.catalog:cmd_list",
     "gpus": "advisor.commands.catalog:cmd_list",
     "runtimes": "advisor.commands.catalog:cmd_list",
+    "quants": "advisor.commands.catalog:cmd_list",
     "rules": "advisor.commands.catalog:cmd_rules",
     "catalog": "advisor.commands.catalog:cmd_catalog",
 }
@@ -41,6 +42,7 @@ examples:
   advisor detect --save my-rig.toml                         capture this machine as a rig file
   advisor models llama / advisor gpus 3090                  search the catalog
   advisor runtimes / advisor rules                          runtimes and what each does; rule codes
+  advisor quants                                            quantizations: bits per weight, quality, runtimes
 
 exit codes: 0 yes (fits / found), 1 no, 2 bad input, 130 interrupted.
 Rig: --gpu SPEC (repeatable, [Nx]GPU_ID), --rig FILE, or the detected local GPUs (CPU-only when none).
@@ -145,7 +147,8 @@ def build_parser(only: str | None = None) -> Parser:
     if want("detect"):
         _detect_parser(sub)
     for name, what in (("models", "LLMs"), ("gpus", "GPUs and unified-memory machines"),
-                       ("runtimes", "inference runtimes (rules/runtimes.toml and yours)")):
+                       ("runtimes", "inference runtimes (rules/runtimes.toml and yours)"),
+                       ("quants", "quantization formats: bits per weight, quality loss, runtimes (rules/quants.toml)")):
         if want(name):
             p = sub.add_parser(name, help=f"the catalog's {what}", description=f"List or search the catalog's {what}.")
             p.add_argument("query", nargs="?", help="filter by id, name or alias (substring)")
@@ -221,10 +224,18 @@ def _detect_parser(sub) -> None:
 
 
 def _catalog_parser(sub) -> None:
-    p = sub.add_parser("catalog", help="validate the catalog, show where user files go, print JSON Schemas",
+    p = sub.add_parser("catalog", help="validate the catalog, show where user files go, print JSON Schemas, add a model",
                        description="validate: check built-in and user files, every problem at once (exit 1 if any). "
-                                   "path: the user catalog folder ($ADVISOR_CONFIG_DIR overrides). schema: JSON Schemas.")
-    p.add_argument("action", choices=("validate", "path", "schema"))
+                                   "path: the user catalog folder ($ADVISOR_CONFIG_DIR overrides). schema: JSON Schemas. "
+                                   "add REFERENCE: read a model (ORG/NAME, ORG/NAME-GGUF:TAG, a .gguf URL or file, "
+                                   "ollama:NAME:TAG) and write it into the user catalog, named like a built-in afterwards.")
+    p.add_argument("action", choices=("validate", "path", "schema", "add"))
+    p.add_argument("reference", nargs="?", metavar="REFERENCE", help="add: the model to read")
+    p.add_argument("--id", help="add: the id to give it (default: from the reference's name)")
+    p.add_argument("--name", help="add: the display name (default: the repo's name)")
+    p.add_argument("--alias", action="append", default=[], metavar="NAME",
+                   help="add: another name it answers to (repeatable; the reference itself is always one)")
+    p.add_argument("--replace", action="store_true", help="add: write an entry this command added before again")
     _output_args(p)
 
 

@@ -264,6 +264,12 @@ def test_ollama_library(hub, files) -> None:
     assert "1b" in err.value.hint
 
 
+def test_ollama_hf_co_names_read_the_hub(hub, files) -> None:
+    _exact(read_model("ollama:hf.co/org/Tiny-GGUF:UD-Q4_K_XL"), files["split_expected"])
+    with pytest.raises(AdvisorError, match="no GGUF file tagged Q4_K_M"):  # Ollama's default tag, absent here
+        read_model("ollama:hf.co/org/Tiny-GGUF")
+
+
 # --- the command line ------------------------------------------------------------------------------
 
 def test_cli_plain_ollama_name_and_json_stdout_clean(hub, files) -> None:

@@ -295,6 +295,8 @@ class QuantSpec(Record):
     whole-file average of the model it was measured on."""
     embed_bits: float = 16.0
     """Bits per weight of the embedding and output matrices when `linear_bits` is set."""
+    aliases: tuple[str, ...] = ()
+    """Other names repos and tools use for this format (`compressed-tensors-w4a16`, `auto-round`)."""
 
 
 @record

@@ -15,11 +15,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     from advisor.report.document import format_table
 
     catalog = load_catalog()
-    entries = {"models": catalog.models, "gpus": catalog.gpus, "runtimes": catalog.runtimes}[args.command]
+    entries = {"models": catalog.models, "gpus": catalog.gpus, "runtimes": catalog.runtimes,
+               "quants": catalog.quants}[args.command]
     rows = list(entries.values())
     if args.query:
         q = "-" + normal(args.query)
-        rows = [e for e in rows if any(q in "-" + normal(n) for n in (e.id, e.name, *getattr(e, "aliases", ())))]
+        rows = [e for e in rows if any(q in "-" + normal(n) for n in (e.id, getattr(e, "name", e.id), *getattr(e, "aliases", ())))]
+    if args.command == "quants":
+        return _quants(args, rows)
     if fmt_of(args) == "json":
         out = []
         for e in rows:
@@ -50,6 +53,46 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_YES if rows else EXIT_NO
 
 
+PARAMETRIC = (
+    ("exl2-<bpw>", "exl2", "the number is the bits per weight of the linear layers (ExLlamaV2 branch names, "
+                           "quantization_config bits); embeddings 16-bit", ("exllamav2",)),
+    ("exl3-<bpw>", "exl3", "the same for ExLlamaV3's EXL3 (read from its repos' quantization_config; "
+                           "no ExLlamaV3 runtime is modelled yet)", ()),
+)
+FILE_ONLY = ("UD-Q4_K_XL, UD-Q2_K_XL, Q4_K_XL and other *_XL/*_L names: per-model mixes of tensor types "
+             "(Unsloth Dynamic, uploaders' variants) with no one bits-per-weight figure; read from the file "
+             "(ORG/NAME-GGUF:UD-Q4_K_XL), which gives their exact bytes and keeps their name")
+
+
+def _quants(args: argparse.Namespace, rows: list) -> int:
+    """`advisor quants`: every quantization with its bits per weight, quality loss and runtimes."""
+    from advisor.catalog.load import as_dict
+    from advisor.report.document import format_table
+
+    if fmt_of(args) == "json":
+        out = [as_dict(q) for q in rows]
+        if not args.query:
+            out += [{"id": i, "format": f, "bits_per_weight": None, "bpw_basis": b, "runtimes": list(r),
+                     "parametric": True} for i, f, b, r in PARAMETRIC]
+        emit_json(out)
+        return EXIT_YES if out else EXIT_NO
+    header = ("id", "format", "bpw", "linear", "KLD", "ppl +%", "runtimes", "also called")
+    table = [(q.id, q.format, f"{q.bits_per_weight:.2f}", f"{q.linear_bits:.3f}" if q.linear_bits else "—",
+              f"{q.kld:.4f}" if q.kld is not None else "—",
+              f"{q.ppl_delta_pct:.2f}" if q.ppl_delta_pct is not None else "—",
+              ",".join(q.runtimes), ", ".join(q.aliases) or "") for q in rows]
+    md = fmt_of(args) == "markdown"
+    text = format_table(header, table, markdown=md)
+    if not args.query:
+        text += ("\n\n" + "\n".join(f"{i:<11} {b}" for i, _, b, _ in PARAMETRIC) + "\n" + FILE_ONLY + "\n\n"
+                 "bpw: whole file on Llama 3.1 8B (bigger models spend fewer: see each entry's bpw_basis); linear: bits of "
+                 "every weight but the 16-bit embeddings where the format keeps those; KLD and ppl +%: against 16-bit on "
+                 "Llama 3 8B (llama.cpp perplexity scoreboard), — where none is published on that basis. Sources: "
+                 "`advisor quants --json` (bpw_basis, quality_basis), rules/quants.toml.")
+    emit(text)
+    return EXIT_YES if rows else EXIT_NO
+
+
 def cmd_rules(args: argparse.Namespace) -> int:
     """Every rule code the findings carry, with what it checks."""
     from advisor.engine.findings import REGISTRY
@@ -67,6 +110,15 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
 def cmd_catalog(args: argparse.Namespace) -> int:
     from advisor.catalog import load
+
+    if args.action == "add":
+        from advisor.commands.catalog_add import cmd_add
+
+        return cmd_add(args)
+    if args.reference or args.id or args.name or args.alias or args.replace:
+        from advisor.errors import AdvisorError
+
+        raise AdvisorError(f"catalog {args.action} takes no reference or add options", "see `advisor catalog --help`")
 
     if args.action == "path":
         folder = load.user_dir()

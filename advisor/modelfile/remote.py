@@ -230,7 +230,7 @@ def _closest_repos(api, repo: str) -> str:
         import difflib
 
         found = difflib.get_close_matches(repo, org_models, n=5, cutoff=0.5)
-    return f"closest on the Hub: {', '.join(found[:5])}" if found else "check the spelling (ORG/NAME, as on the model's page)"
+    return f"closest on the Hub: {', '.join(found[:5])}" if found else "check the spelling: ORG/NAME as on the model's page"
 
 
 def _hf_model(src: Source, ref: Ref, endpoint: str) -> LoadedModel:
@@ -484,6 +484,11 @@ def _read_ollama(ref: Ref, progress: Progress | None) -> LoadedModel:
     if local is not None:
         return stores.read_ollama(f"{ref.name}:{ref.tag}")
     parts = ref.name.split("/")
+    if len(parts) == 3 and parts[0].lower() in ("hf.co", "huggingface.co"):
+        # Ollama pulls hf.co/ORG/NAME[:TAG] from the Hub's GGUF files; without a tag it takes Q4_K_M
+        # when the repo has it (Ollama's docs, "Use Ollama with any GGUF model on Hugging Face Hub")
+        tag = "Q4_K_M" if ref.tag == "latest" else ref.tag
+        return _read_hf(Ref("hf", ref.text, repo=f"{parts[1]}/{parts[2]}", tag=tag), progress)
     if len(parts) == 3:
         raise RemoteError(f"ollama:{ref.name}:{ref.tag} is not in the local store, and only the Ollama library "
                           f"({urlsplit(OLLAMA_DEFAULT).netloc}) is read remotely", f"run `ollama pull {ref.name}:{ref.tag}`")
