@@ -2,6 +2,7 @@
 
     python bench/accuracy.py            # the report
     python bench/accuracy.py --write    # and write the error band per kind of answer (rules/speed_bands.toml)
+    python bench/accuracy.py --heldout  # only the 2025-26 held-out section (fast: nothing is refitted)
 
 Speed: |predicted / measured - 1| per row, summarised as median (p50) and 90th percentile. The
 headline is grouped cross-validation: the speed tables are refitted (bench/calibrate.py) once per
@@ -15,6 +16,12 @@ sample the same way), so the model's terms show what they earn.
 Fit: a measured speed means it ran, an OOM that it did not; the advisor is right when `fits`
 agrees (llama-bench runs with every layer on the GPUs). Beside it the naive rule "weights <= total
 VRAM". Nothing is fitted on fit/OOM labels.
+
+Held out, 2025-26: today's speed tables (rules/speed.toml, never fitted on these rows) scored on the
+public 2025-26 measurements (measurements.HELDOUT_DATASETS), each row asked as a user would ask it
+(its GPU, model, quant, runtime and test; 128 GB of RAM; the advisor's own placement, partial offload
+included). Rows the catalog cannot ask about are counted by reason. The naive baseline's fraction is
+fitted on the calibration rows, like the tables.
 
 The error band of each kind of answer (runtime x hardware x placement: advisor.engine.speed.
 answer_kind) is the leave-one-source-out error of the rows of that kind; a kind with fewer than
@@ -35,7 +42,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibrate import LINKS, Row, build_rows, fit_rules, in_fit  # noqa: E402
-from measurements import ROOT, SPEED_DATASETS, Case, load_cases, placer_for  # noqa: E402
+from measurements import ROOT, SPEED_DATASETS, Case, load_cases, load_heldout, placer_for  # noqa: E402
 
 from advisor.catalog.load import load_catalog  # noqa: E402
 from advisor.catalog.rulebook import build_rulebook, rulebook_to_dict  # noqa: E402
@@ -145,8 +152,69 @@ def measure(cases: list[Case] | None = None, groups: tuple[str, ...] = tuple(GRO
     return Accuracy(rows, preds, fit_outcomes(cases))
 
 
+@dataclass
+class HeldOut:
+    """Today's tables on the 2025-26 rows: model and naive predictions, and what could not be asked."""
+    rows: list[Row]
+    model: Predictions
+    naive: Predictions
+    skipped: dict[str, int]
+    total: int
+
+    def by(self, test: str, key: Callable[[Row], str] | None = None) -> dict[str, tuple[dict, dict]]:
+        groups: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+        for (r, e), (_, n) in zip(errors(self.rows, self.model, test), errors(self.rows, self.naive, test)):
+            k = key(r) if key else "all"
+            groups[k][0].append(e)
+            groups[k][1].append(n)
+        return {k: (stats(m), stats(n)) for k, (m, n) in sorted(groups.items())}
+
+
+def held_out_2025(calibration: list[Row]) -> HeldOut:
+    """Score today's rules/speed.toml on the 2025-26 rows (never fitted on them)."""
+    catalog = load_catalog(user=False)
+    cases, skipped, total = load_heldout(catalog)
+    rows = build_rows(cases, offload=True)
+    if len(rows) < len(cases):
+        skipped = {**skipped, "the advisor's placement does not run it": len(cases) - len(rows)}
+    fraction = {}
+    for test, _ in TESTS:  # the naive baseline's one fraction per test, from the calibration rows
+        logs = [math.log(r.case.measured / r.naive) for r in calibration if r.test == test]
+        fraction[test] = math.exp(statistics.median(logs)) if logs else 1.0
+    return HeldOut(rows, {id(r): r.predicted_tokens_per_s(catalog.rules) for r in rows},
+                   {id(r): fraction[r.test] * r.naive for r in rows}, skipped, total)
+
+
+def _pair(label: str, m: dict, n: dict) -> str:
+    return (f"  {label:<40} {m['rows']:>5} {m['median']:>8.1%} {m['p90']:>8.1%}"
+            f" {n['median']:>8.1%} {n['p90']:>8.1%}")
+
+
+def heldout_report(h: HeldOut) -> str:
+    asked = sum(h.skipped.values())
+    lines = [f"held out, 2025-26 (today's rules/speed.toml, never fitted on these rows): {h.total} rows, "
+             f"{len(h.rows)} scored from {len({r.case.dataset for r in h.rows})} sources, {asked} not askable:"]
+    lines += [f"  not askable: {n} {why}" for why, n in sorted(h.skipped.items(), key=lambda x: -x[1])]
+    for test, name in TESTS:
+        lines.append(f"\n{name} ({test}), held out 2025-26")
+        lines.append(f"  {'':<40} {'rows':>5} {'median':>8} {'p90':>8} {'naive50':>8} {'naive90':>8}")
+        for label, key in (("all", None), ("kind", lambda r: r.kind), ("source", lambda r: r.case.dataset)):
+            groups = h.by(test, key)
+            if label != "all":
+                lines.append(f"  per {label}")
+            for k, (m, n) in groups.items():
+                lines.append(_pair(("  " + k) if label != "all" else "all", m, n))
+    return "\n".join(lines)
+
+
 def bands(acc: Accuracy) -> list[dict]:
-    """The error band of each kind of answer: leave-one-source-out error of its rows."""
+    """Held out, 2025-26: today's speed tables (rules/speed.toml, never fitted on these rows) scored on the
+public 2025-26 measurements (measurements.HELDOUT_DATASETS), each row asked as a user would ask it
+(its GPU, model, quant, runtime and test; 128 GB of RAM; the advisor's own placement, partial offload
+included). Rows the catalog cannot ask about are counted by reason. The naive baseline's fraction is
+fitted on the calibration rows, like the tables.
+
+The error band of each kind of answer: leave-one-source-out error of its rows."""
     out = []
     loso = acc.preds["held out by source"]
     for kind in sorted({r.kind for r in acc.rows}):
@@ -215,8 +283,15 @@ def report(acc: Accuracy) -> str:
 
 def main() -> int:
     t0 = time.perf_counter()
+    if "--heldout" in sys.argv:
+        cal = [r for r in build_rows(load_cases()) if in_fit(r.case)]
+        print(heldout_report(held_out_2025(cal)))
+        print(f"\nin {time.perf_counter() - t0:.1f} s")
+        return 0
     acc = measure()
     print(report(acc))
+    print()
+    print(heldout_report(held_out_2025(acc.rows)))
     if "--write" in sys.argv:
         tmp = BANDS_TOML.with_suffix(".toml.tmp")
         tmp.write_text(bands_toml(acc))

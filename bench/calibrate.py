@@ -30,7 +30,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from measurements import ROOT, SPEED_DATASETS, Case, load_cases, placer_for  # noqa: E402
+from measurements import ROOT, SPEED_DATASETS, Case, is_heldout, load_cases, placer_for  # noqa: E402
 
 from advisor.catalog.load import load_catalog  # noqa: E402
 from advisor.catalog.rulebook import build_rulebook, rulebook_to_dict  # noqa: E402
@@ -75,8 +75,9 @@ class Row:
 
 
 def in_fit(case: Case) -> bool:
-    """Rows the fit may use: the llama-bench tables, and other runtimes' own results."""
-    return case.dataset in SPEED_DATASETS or case.runtime != "llama.cpp"
+    """Rows the fit may use: the llama-bench tables, and other runtimes' own results; never the 2025-26
+    held-out rows (measurements.HELDOUT_DATASETS), which only score the fitted tables."""
+    return not is_heldout(case.dataset) and (case.dataset in SPEED_DATASETS or case.runtime != "llama.cpp")
 
 
 class _LinkTimes:
@@ -111,8 +112,9 @@ if not isinstance(check.link_times, _LinkTimes):
 LINKS: _LinkTimes = check.link_times
 
 
-def build_rows(cases: list[Case] | None = None) -> list[Row]:
-    """Every measured speed whose run fits its rig, with its placement fixed."""
+def build_rows(cases: list[Case] | None = None, offload: bool = False) -> list[Row]:
+    """Every measured speed whose run fits its rig (with `offload`: also runs that the advisor places
+    partly in system RAM, as a user would be answered), with its placement fixed."""
     catalog = load_catalog(user=False)
     rows = []
     for c in cases if cases is not None else load_cases(catalog):
@@ -120,7 +122,7 @@ def build_rows(cases: list[Case] | None = None) -> list[Row]:
             continue
         placer = placer_for(catalog, c)
         p = placer.at(c.ctx)
-        if not p.fits:
+        if not (p.fits or (offload and p.runs)):
             continue
         g = placer.rig.gpus[0].spec
         args = (p, placer.rig, placer.model, placer.quant, placer.runtime)
@@ -130,9 +132,10 @@ def build_rows(cases: list[Case] | None = None) -> list[Row]:
         else:
             naive = g.fp16_tflops * 1e12 * parallel / (2 * placer.model.params_active)
         if c.test == "tg":
-            # llama-bench tg N generates N tokens from an empty cache: on average half-way deep.
+            # llama-bench tg N generates N tokens from an empty cache (a held-out row may start at `depth`):
+            # on average half-way deep.
             run = (lambda a, o, ctx, depth: lambda rules: decode_seconds(*a, rules, o, ctx, depth=depth))(
-                args, placer.options, c.ctx, c.n_gen // 2)
+                args, placer.options, c.ctx, c.depth + c.n_gen // 2)
             measured = 1 / c.measured
         else:
             run = (lambda a, n: lambda rules: prefill_seconds(*a, rules, n))(args, c.n_prompt)

@@ -1,0 +1,44 @@
+"""The 2025-26 held-out measurements (tests/data/speed_measurements.md, "2025-26 rows"): sourced,
+never fitted on, and every row either scored by bench/accuracy.py's held-out section or counted as
+not askable with its reason."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from accuracy import held_out_2025  # noqa: E402
+from calibrate import in_fit  # noqa: E402
+from measurements import CSV, HELDOUT_DATASETS, is_heldout, load_cases, load_heldout  # noqa: E402
+
+
+def _heldout_rows() -> list[dict]:
+    with CSV.open(newline="") as fh:
+        return [r for r in csv.DictReader(fh) if is_heldout(r["dataset"])]
+
+
+def test_heldout_rows_are_many_sourced_and_measured():
+    rows = _heldout_rows()
+    assert len(rows) >= 300
+    assert len({r["dataset"] for r in rows}) >= 30
+    assert HELDOUT_DATASETS <= {r["dataset"] for r in rows}
+    for r in rows:
+        assert r["source_url"].startswith("https://github.com/"), r
+        assert float(r["tokens_per_s"]) > 0, r
+        assert r["test"] in ("pp", "tg"), r
+
+
+def test_heldout_rows_never_reach_the_fit(catalog):
+    assert not any(is_heldout(c.dataset) for c in load_cases(catalog))
+    cases, _, _ = load_heldout(catalog)
+    assert cases and not any(in_fit(c) for c in cases)
+
+
+def test_every_heldout_row_is_scored_or_counted(catalog):
+    h = held_out_2025([])
+    assert len(h.rows) + sum(h.skipped.values()) == h.total == len(_heldout_rows())
+    assert len(h.rows) >= 150
+    assert all(h.model[id(r)] > 0 and h.naive[id(r)] > 0 for r in h.rows)
