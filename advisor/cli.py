@@ -100,12 +100,12 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
     g = p.add_argument_group("model options")
     g.add_argument("--quant", metavar="Q", help="quantization id, e.g. Q4_K_M, Q8_0, F16, fp8, awq, exl2-4.65 "
                                                   "(default: the best quality that fits, said so)")
-    g.add_argument("--ctx", type=_whole("--ctx", 100_000_000), metavar="N",
+    g.add_argument("--ctx", "--max-model-len", "--context-length", dest="ctx", type=_whole("--ctx", 100_000_000), metavar="N",
                    help=f"context tokens to allocate KV cache for (default {DEFAULT_CTX}, capped at the model's max)")
     g.add_argument("--prompt-tokens", type=_whole("--prompt-tokens", 100_000_000), default=DEFAULT_PROMPT_TOKENS,
                    metavar="N",
                    help=f"prompt length for the prefill estimate (default {DEFAULT_PROMPT_TOKENS})")
-    g.add_argument("--kv-cache", default="f16",
+    g.add_argument("--kv-cache", "--kv-cache-dtype", dest="kv_cache", type=_kv_type, default="f16",
                    metavar="TYPE", help="KV cache type: f16 (default), q8_0, q4_0; fp8 for vLLM")
     g.add_argument("--runtime", default="llama.cpp", metavar="R",
                    help="runtime id (default llama.cpp; `advisor runtimes` lists them and what each does)")
@@ -123,6 +123,30 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
                    help="plan with flash attention on (llama.cpp -fa on): smaller compute buffers at long context. "
                         "Default off, the side that never promises a fit that runs out of memory; implied by a "
                         "quantized --kv-cache")
+
+
+def _kv_type(text: str) -> str:
+    """--kv-cache / vLLM's --kv-cache-dtype: `auto` is the model's 16-bit type, `fp8_e4m3`/`fp8_e5m2` are fp8."""
+    t = text.strip().lower()
+    return "f16" if t in ("auto", "bf16", "fp16") else ("fp8" if t.startswith("fp8") else t)
+
+
+def _serving_args(p: argparse.ArgumentParser) -> None:
+    """Paged-KV runtimes' own options (vLLM's names; SGLang's equivalents), for check and the app."""
+    g = p.add_argument_group("serving options (vLLM / SGLang)")
+    g.add_argument("--gpu-memory-utilization", "--mem-fraction-static", dest="gpu_memory_utilization",
+                   type=_positive("--gpu-memory-utilization", 1.0), metavar="F",
+                   help="fraction of each GPU the runtime reserves (vLLM default 0.9)")
+    g.add_argument("--max-num-seqs", "--max-running-requests", dest="max_num_seqs",
+                   type=_whole("--max-num-seqs", 65_536), metavar="N", help="most requests decoded at once")
+    g.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager", action="store_true",
+                   help="no CUDA graphs: their memory goes to the KV pool")
+    g.add_argument("--cpu-offload-gb", type=_positive("--cpu-offload-gb", 100_000), metavar="GB",
+                   help="GiB of weights per GPU kept in system RAM")
+    g.add_argument("--tensor-parallel-size", "--tp-size", dest="tensor_parallel_size",
+                   type=_whole("--tensor-parallel-size", 4096), metavar="N", help="GPUs per layer")
+    g.add_argument("--pipeline-parallel-size", "--pp-size", dest="pipeline_parallel_size",
+                   type=_whole("--pipeline-parallel-size", 4096), metavar="N", help="pipeline stages")
 
 
 def build_parser(only: str | None = None) -> Parser:
@@ -168,6 +192,7 @@ def _check_parser(sub) -> None:
                        description="One model on one rig. Exit 0 when it fits fully in GPU memory, 1 when not "
                                    "(it may still run with offload: see `runs`), 2 on bad input.")
     _model_args(p)
+    _serving_args(p)
     _rig_args(p)
     _output_args(p)
 

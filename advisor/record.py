@@ -54,7 +54,9 @@ class Record:
         return self._values() == other._values()  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return hash((type(self).__name__, self._values()))
+        # a dict field (a runtime's option names, say) hashes by its items
+        return hash((type(self).__name__, tuple(tuple(sorted(v.items())) if isinstance(v, dict) else v
+                                                for v in self._values())))
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in _spec(type(self))[0])

@@ -96,6 +96,10 @@ class GpuSpec(Record):
     """NVLink capability, if any."""
     unified_memory: bool = False
     """CPU and GPU share one memory pool (Apple silicon, DGX Spark, Strix Halo)."""
+    compute_capability: float | None = None
+    """NVIDIA CUDA compute capability (major.minor, e.g. 8.6); None for other vendors or when unknown."""
+    backend: str = ""
+    """The GPU programming interface runtimes use on it: `cuda`, `rocm`, `metal`, `sycl` or `vulkan`."""
     price: Price | None = None
     """A representative price."""
     aliases: tuple[str, ...] = ()
@@ -326,7 +330,9 @@ class RuntimeSpec(Record):
     ubatch_large: int = 0
     """Micro-batch on large GPUs (0: same as `ubatch`)."""
     large_gpu_gib: float = 0.0
-    """GPUs with at least this much memory (A100s excepted) use `ubatch_large`."""
+    """GPUs with at least this much memory use `ubatch_large` (and `max_num_seqs_large`)."""
+    large_gpu_excluded: tuple[str, ...] = ()
+    """GPU id prefixes that keep the small defaults however much memory they have."""
     context_mib_many_gpus: float = 0.0
     """Extra per-GPU memory outside the allocator when 8 or more GPUs talk (NCCL buffers), MiB."""
     gpu_memory_utilization: float = 0.0
@@ -369,6 +375,52 @@ class RuntimeSpec(Record):
     bench/accuracy.py); empty: no measurements, so every answer says "not measured"."""
     speed_terms: str = ""
     """Its own fitted fixed costs per token and layer: a table of `[by_runtime]` in rules/speed.toml."""
+    kv_pool: str = ""
+    """`paged`: it gives all memory left after weights, activations and CUDA graphs to one paged KV pool
+    and starts when one request of the full context fits (vLLM, SGLang); empty: it allocates KV cache per
+    sequence slot as asked (llama.cpp `-np`)."""
+    kv_block_tokens: int = 0
+    """Tokens per KV cache page of a paged pool (the pool is a whole number of pages)."""
+    cuda_graph_mib: float = 0.0
+    """Per-GPU memory its captured CUDA graphs take, MiB (0 with eager mode)."""
+    max_num_seqs: int = 0
+    """Most requests it decodes at once by default (0: no cap beyond memory)."""
+    max_num_seqs_large: int = 0
+    """The same on GPUs of `large_gpu_gib` and more (0: as `max_num_seqs`)."""
+    sampler_copies: float = 0.0
+    """Paged runtimes that profile their sampler with `max_num_seqs` requests: f32 copies of
+    (requests x vocabulary) its warm-up holds at the peak (0: logits for the whole profile batch instead)."""
+    sampler_basis: str = ""
+    """Where `sampler_copies` comes from."""
+    pipeline_split: str = "memory"
+    """How a layer (pipeline) split cuts the layers: `memory` (in proportion to each GPU's memory, llama.cpp)
+    or `even` (equal stages, vLLM's pipeline parallel: the smallest card's stage decides)."""
+    pool_spread_mib: float = 0.0
+    """How much of a paged runtime's non-KV memory moves between two starts of the same command, MiB: a
+    pool with less spare than this over one request may not start."""
+    pool_spread_basis: str = ""
+    """Where `pool_spread_mib` comes from."""
+    remedy_memory_fraction: float = 0.0
+    """The highest memory fraction the advisor suggests when a paged runtime does not start (0: none)."""
+    remedy_basis: str = ""
+    """Where `remedy_memory_fraction` comes from."""
+    option_names: dict[str, str] = field(default_factory=dict)
+    """Its own command-line names for the serving options (`memory_fraction`, `max_model_len`,
+    `kv_cache_dtype`, `eager`, `tensor_parallel`, `pipeline_parallel`, `max_num_seqs`, `cpu_offload_gb`)."""
+    min_compute_capability: float = 0.0
+    """Lowest NVIDIA compute capability it runs on (0: no minimum)."""
+    hardware_basis: str = ""
+    """Where `min_compute_capability` comes from."""
+    quant_min_cc: dict[str, float] = field(default_factory=dict)
+    """Lowest NVIDIA compute capability its kernels need for each quantization id it loads."""
+    quant_basis: str = ""
+    """Where `quant_min_cc` comes from."""
+    quant_backends: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """For each quantization id it loads whose kernels exist only for some GPU backends: those backends."""
+    unsupported_families: tuple[str, ...] = ()
+    """Model families it does not implement (e.g. ExLlamaV2 has no gpt-oss)."""
+    families_basis: str = ""
+    """Where `unsupported_families` comes from."""
     notes: str = ""
     """Anything a reader of the entry should know."""
 

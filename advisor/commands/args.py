@@ -11,7 +11,13 @@ def options_from(args: argparse.Namespace):
     return Options(quant=args.quant, ctx=args.ctx, prompt_tokens=args.prompt_tokens, kv_type=args.kv_cache.lower(),
                    runtime=args.runtime.lower(), split=args.split, concurrency=args.concurrency,
                    workload=args.workload.lower(), flash_attention=args.flash_attn,
-                   batch_size=args.batch_size, seq_len=args.seq_len)
+                   batch_size=args.batch_size, seq_len=args.seq_len,
+                   memory_fraction=getattr(args, "gpu_memory_utilization", None),
+                   max_num_seqs=getattr(args, "max_num_seqs", None),
+                   enforce_eager=getattr(args, "enforce_eager", False),
+                   cpu_offload_gb=getattr(args, "cpu_offload_gb", None) or 0.0,
+                   tensor_parallel=getattr(args, "tensor_parallel_size", None),
+                   pipeline_parallel=getattr(args, "pipeline_parallel_size", None))
 
 
 def rig_from_args(args: argparse.Namespace, catalog):

@@ -10,6 +10,7 @@ from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import Catalog, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
 from advisor.engine import speed as spd
+from advisor.engine.compat import refusal
 from advisor.engine.findings import run_rules
 from advisor.engine.interconnect import link_times
 from advisor.engine.loaded import LoadedModel
@@ -17,6 +18,7 @@ from advisor.engine.options import DEFAULT_CTX, KV_TYPES, SPLITS, WORKLOADS, Opt
 from advisor.engine.placement import Placement, Placer
 from advisor.engine.result import Interconnect, Report, Speed
 from advisor.engine.rig import Rig
+from advisor.engine.serving import serve
 from advisor.errors import AdvisorError
 
 _EXL2 = re.compile(r"^exl2-(\d+(?:\.\d+)?)$", re.IGNORECASE)
@@ -63,6 +65,24 @@ def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
         raise AdvisorError(f"--concurrency {options.concurrency} is out of range", f"use 1 to {MAX_CONCURRENCY}")
     if not 1 <= options.prompt_tokens <= MAX_PROMPT:
         raise AdvisorError(f"--prompt-tokens {options.prompt_tokens} is out of range", f"use 1 to {MAX_PROMPT}")
+    names = runtime.option_names
+    for given, key, what in ((options.memory_fraction, "memory_fraction", "a memory fraction"),
+                             (options.max_num_batched_tokens, "max_num_batched_tokens", "a batched-token budget"),
+                             (options.max_num_seqs, "max_num_seqs", "a cap on requests per step"),
+                             (options.enforce_eager or None, "eager", "an eager mode"),
+                             (options.cpu_offload_gb or None, "cpu_offload_gb", "--cpu-offload-gb"),
+                             (options.tensor_parallel, "tensor_parallel", "a tensor-parallel size"),
+                             (options.pipeline_parallel, "pipeline_parallel", "a pipeline-parallel size")):
+        if given is not None and key not in names:
+            raise AdvisorError(f"{runtime.name} has no {what} option",
+                               f"runtimes that have one: {', '.join(r.id for r in catalog.runtimes.values() if key in r.option_names)}")
+    if options.memory_fraction is not None and not 0.05 <= options.memory_fraction <= 1.0:
+        raise AdvisorError(f"memory fraction {options.memory_fraction:g} is out of range", "use 0.05 to 1.0")
+    if not 0 <= options.cpu_offload_gb <= 100_000:
+        raise AdvisorError(f"--cpu-offload-gb {options.cpu_offload_gb:g} is out of range", "use 0 to 100000")
+    for n, what in ((options.tensor_parallel, "tensor"), (options.pipeline_parallel, "pipeline"), (options.max_num_seqs, "max-num-seqs")):
+        if n is not None and not 1 <= n <= MAX_CONCURRENCY:
+            raise AdvisorError(f"--{what} size {n} is out of range", f"use 1 to {MAX_CONCURRENCY}")
     return runtime
 
 
@@ -117,6 +137,10 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
         model = loaded.spec
     runtime = check_options(catalog, options)
     check_runtime_hardware(runtime, rig)
+    used = (options.tensor_parallel or 1) * (options.pipeline_parallel or 1)
+    if used > max(len(rig.gpus), 1):
+        raise AdvisorError(f"tensor x pipeline parallel sizes need {used} GPUs and the rig has {len(rig.gpus)}",
+                           "lower the sizes or add GPUs")
     rules = catalog.rules
     ctx = min(options.ctx or DEFAULT_CTX, model.max_context)
     if loaded is not None and (loaded.exact or not options.quant):
@@ -141,6 +165,8 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
         first_running = None
         reading = float(rules.memory.selection.reading_tokens_per_s)
         for q in quant_ladder(catalog, runtime, model):
+            if refusal(catalog, runtime, rig, model, q):
+                continue  # its kernels do not run on these GPUs: never proposed
             p = Placer(model, q, runtime, rig, options, rules)
             at = p.at(ctx)
             if at.fits:
@@ -155,25 +181,57 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
                     break
         placer = placer or first_running
         if placer is None:
-            placer = Placer(model, fallback_quant(catalog, runtime, model), runtime, rig, options, rules)
+            fallback = fallback_quant(catalog, runtime, model)
+            if refusal(catalog, runtime, rig, model, fallback):  # show one its kernels run, if any
+                fallback = next((q for q in reversed(quant_ladder(catalog, runtime, model))
+                                 if not refusal(catalog, runtime, rig, model, q)), fallback)
+            placer = Placer(model, fallback, runtime, rig, options, rules)
         quant, chosen = placer.quant, True
+    refused = refusal(catalog, runtime, rig, model, quant)
+    if refused:
+        return _refused_report(catalog, rig, model, quant, chosen, runtime, options, ctx, refused,
+                               f"{loaded.source}: {loaded.spec.sources[0]}" if loaded else "catalog")
     placement = placer.at(ctx)
     max_ctx = placer.max_context()
     kv_total = sum(mem.kv_bytes_per_layer(model, mem.kv_cells(ctx, runtime, rules), options.kv_type, rules,
-                                          options.concurrency))
+                                          1 if runtime.kv_pool == "paged" else options.concurrency))
     speed = estimate_speed(placement, rig, model, quant, runtime, rules, options, ctx)
     inter = interconnect_verdict(placement, rig, model, quant, runtime, rules, options, ctx)
     split = placer.split if len(rig.gpus) > 1 else runtime.default_split
+    serving = None
+    if runtime.kv_pool == "paged" and rig.gpus and options.workload == "inference":
+        serving = serve(placement, rig, model, quant, runtime, rules, options, ctx,
+                        max_num_seqs=placer.batch_defaults()[1])
+        speed = replace(speed, aggregate_decode_tokens_per_s=serving.aggregate_decode_tokens_per_s
+                        if options.concurrency > 1 else None,
+                        per_stream_decode_tokens_per_s=serving.per_stream_decode_tokens_per_s
+                        if options.concurrency > 1 else None)
     report = Report(model=model, quant=quant, quant_chosen=chosen, runtime=runtime, split=split,
                     context_tokens=ctx, options=options, rig=rig, placement=placement,
                     kv_cache_bytes=kv_total, max_context_tokens=max_ctx, speed=speed, interconnect=inter,
-                    findings=(), model_source=f"{loaded.source}: {loaded.spec.sources[0]}" if loaded else "catalog")
+                    findings=(), model_source=f"{loaded.source}: {loaded.spec.sources[0]}" if loaded else "catalog",
+                    serving=serving)
     if options.workload != "inference":
         from advisor.engine.training import estimate_training, training_verdict
 
         training = estimate_training(catalog, rig, model, options)
         report = replace(report, training=training,
                          interconnect=training_verdict(catalog, rig, model, options, training))
+    return replace(report, findings=run_rules(report, catalog))
+
+
+def _refused_report(catalog: Catalog, rig: Rig, model: ModelSpec, quant: QuantSpec, chosen: bool,
+                    runtime: RuntimeSpec, options: Options, ctx: int, why: str, source: str) -> Report:
+    """The answer when the runtime cannot run this model on these GPUs at all (CMP001 says why)."""
+    rules = catalog.rules
+    placement = Placement("none", (), Placer(model, quant, runtime, rig, options, rules)._host(0, 0, 0),
+                          fits=False, runs=False, gpu_layers=0, problem=why)
+    speed = estimate_speed(placement, rig, model, quant, runtime, rules, options, ctx)
+    inter = Interconnect("not_applicable", 0.0, 1.0, "does not run on this rig, so the link does not matter")
+    report = Report(model=model, quant=quant, quant_chosen=chosen, runtime=runtime,
+                    split=options.split or runtime.default_split, context_tokens=ctx, options=options, rig=rig,
+                    placement=placement, kv_cache_bytes=0, max_context_tokens=0, speed=speed, interconnect=inter,
+                    findings=(), model_source=source, refusal=why)
     return replace(report, findings=run_rules(report, catalog))
 
 
@@ -184,7 +242,8 @@ def decode_seconds(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
     The placement holds KV cache for `options.concurrency` sequences of `ctx` tokens; a step reads the
     filled part of the active streams' share, wherever it sits (GPUs or system RAM)."""
     per_stream = mem.kv_cells(ctx, runtime, rules)
-    share = streams * min(depth, per_stream) / (per_stream * options.concurrency)
+    held = 1 if runtime.kv_pool == "paged" else options.concurrency  # sequences whose KV the placement holds
+    share = streams * min(depth, per_stream) / (per_stream * held)
     kv = [int(d.kv_cache_bytes * share) for d in placement.devices]
     host_kv = int(placement.host.kv_cache_bytes * share)
     step = spd.decode_step(placement, rig, model, quant, runtime, rules, kv_depth_bytes=kv, streams=streams,

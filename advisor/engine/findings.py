@@ -82,11 +82,20 @@ def fit001_fits(r: Report, c: Catalog) -> Iterator[Said]:
     yield ("info", msg + ".")
 
 
+@rule("CMP001")
+def cmp001_runtime_hardware(r: Report, c: Catalog) -> Iterator[Said]:
+    """The runtime cannot run this model on these GPUs at all: a compute capability below the runtime's
+    or its quantization kernel's minimum, or a model family it does not implement (rules/runtimes.toml,
+    hardware_db compute_capability). Names the rule and what runs instead."""
+    if r.refusal:
+        yield ("error", f"does not run: {r.refusal}.")
+
+
 @rule("FIT002")
 def fit002_does_not_fit(r: Report, c: Catalog) -> Iterator[Said]:
     """It does not fit on the GPUs: say by how much, and what would make it fit."""
     p = r.placement
-    if p.fits or r.rig.is_cpu_only:
+    if p.fits or r.rig.is_cpu_only or r.refusal:
         return
     need = sum(d.total_bytes for d in p.devices) + p.host.weights_bytes + p.host.kv_cache_bytes
     have = sum(d.capacity_bytes for d in p.devices)
@@ -117,7 +126,7 @@ def fit004_uneven_split(r: Report, c: Catalog) -> Iterator[Said]:
     """A layer split leaves one GPU over capacity while another has room (llama.cpp splits by
     free memory and does not rebalance); suggest --tensor-split."""
     p = r.placement
-    if p.strategy != "layer_split" or p.fits:
+    if p.strategy != "layer_split" or p.fits or r.runtime.pipeline_split != "memory":
         return
     over = [d for d in p.devices if not d.fits]
     room = [d for d in p.devices if d.free_bytes > 0]
@@ -125,6 +134,62 @@ def fit004_uneven_split(r: Report, c: Catalog) -> Iterator[Said]:
         yield ("warning",
                       f"{', '.join(d.device for d in over)} overflows while {', '.join(d.device for d in room)} "
                       f"has room: llama.cpp splits by free memory; set --tensor-split by hand to rebalance.")
+
+
+@rule("SRV001")
+def srv001_serving(r: Report, c: Catalog) -> Iterator[Said]:
+    """A paged-KV runtime (vLLM, SGLang) that starts: the KV pool it leaves, how many requests of the full
+    context it holds at once, and of `--concurrency` how many run and how many queue."""
+    s = r.serving
+    if s is None or not s.starts:
+        return
+    per = s.devices[0].pool_bytes if s.devices else 0
+    msg = (f"KV pool {s.kv_cache_tokens:,} tokens ({gib(per)} per GPU of {r.runtime.name}'s "
+           f"{s.memory_fraction:g} share): {s.max_concurrency:.2f} requests of {s.request_tokens:,} tokens at once")
+    if s.requested > 1:
+        msg += f"; of {s.requested} requested, {s.running} run together"
+        if s.queued:
+            why = "the pool" if s.running < s.max_num_seqs else f"max_num_seqs {s.max_num_seqs}"
+            msg += f" and {s.queued} wait in the queue ({why} is the limit)"
+    yield ("info", msg + ".")
+
+
+@rule("SRV002")
+def srv002_what_makes_it_start(r: Report, c: Catalog) -> Iterator[Said]:
+    """A paged-KV runtime that does not start (one request of the full context does not fit in the pool):
+    the runtime's own options that would make it start, each with the context it then allows."""
+    s = r.serving
+    if s is None or s.starts or not r.placement.devices:
+        return
+    if not s.remedies:
+        yield ("error", f"{r.runtime.name} does not start at {s.request_tokens:,} tokens and no option of it "
+                        f"frees enough memory: more or larger GPUs, or a smaller quantization.")
+        return
+    parts = []
+    for m in s.remedies:
+        if m.starts:
+            parts.append(f"{m.option} (starts: pool {m.kv_cache_tokens:,} tokens, up to {ktok(m.max_context_tokens)})")
+        elif m.max_context_tokens:
+            parts.append(f"{m.option} (up to {ktok(m.max_context_tokens)})")
+        else:
+            parts.append(f"{m.option} (not enough)")
+    yield ("error", f"{r.runtime.name} does not start: one {s.request_tokens:,}-token request does not fit in "
+                    f"the KV pool; what would make it start: " + "; ".join(parts) + ".")
+
+
+@rule("SRV003")
+def srv003_no_margin(r: Report, c: Catalog) -> Iterator[Said]:
+    """A paged-KV runtime that starts with less spare pool over one request than its non-KV memory varies
+    by between two starts of the same command (rules/runtimes.toml pool_spread_mib): it may not start;
+    name what gives it room."""
+    s = r.serving
+    spread = int(r.runtime.pool_spread_mib * 1024**2)
+    if s is None or not s.marginal(spread):
+        return
+    room = "; ".join(f"{m.option} (up to {ktok(m.max_context_tokens)})" for m in s.remedies if m.max_context_tokens)
+    yield ("warning", f"{r.runtime.name} starts with {gib(s.spare_bytes)} to spare over one "
+                      f"{s.request_tokens:,}-token request, less than the {gib(spread)} its non-KV memory varied "
+                      f"by between two starts of one command: it may not start" + (f"; room: {room}." if room else "."))
 
 
 @rule("CTX001")
@@ -147,7 +212,7 @@ def ctx002_context_limited(r: Report, c: Catalog) -> Iterator[Said]:
 @rule("QNT001")
 def qnt001_chosen(r: Report, c: Catalog) -> Iterator[Said]:
     """Say which quantization the advisor chose when none was given, and why."""
-    if not r.quant_chosen:
+    if not r.quant_chosen or r.refusal:
         return
     if r.fits:
         msg = f"{r.quant.id} is the best-quality quantization that fits fully (no --quant given)"

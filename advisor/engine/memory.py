@@ -145,6 +145,7 @@ def compute_buffer_bytes(
     flash_attention: bool,
     heads_on_device: int | None = None,
     ubatch: int | None = None,
+    sequences: int = 0,
 ) -> int:
     """A runtime's compute (scratch) buffer on one GPU, in bytes.
 
@@ -159,12 +160,14 @@ def compute_buffer_bytes(
     Gemma 2 (507) in tests/data/llamacpp_memory_logs.csv. Builds since 2025 reserve one output
     token instead of ub, so this is the conservative (larger) side.
     """
-    ub = min(ubatch or runtime.ubatch, max(ctx_cells, 1))
+    ub = ubatch or runtime.ubatch
+    if runtime.kv_pool != "paged":  # a paged runtime profiles its full token budget whatever the context
+        ub = min(ub, max(ctx_cells, 1))
     heads = model.attention_heads if heads_on_device is None else heads_on_device
     h = model.hidden_size
     if runtime.compute_buffers != "ggml_graph":
         return int(runtime.compute_fixed_mib * MIB) + _torch_activations(model, runtime, ub, ctx_cells, heads,
-                                                                          holds_output)
+                                                                          holds_output, sequences)
     logits = (model.vocab_size + h) * ub * 4 if holds_output else 0
     if flash_attention:
         attention = (ctx_cells + 4 * h) * ub * 4
@@ -174,7 +177,7 @@ def compute_buffer_bytes(
 
 
 def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, ctx_cells: int, heads: int,
-                       holds_output: bool) -> int:
+                       holds_output: bool, sequences: int = 0) -> int:
     """PyTorch runtimes (vLLM, ExLlamaV2, MLX, transformers): the activation peak of one chunk of `ub`
     tokens: f32 logits for the whole chunk (vocab x ub x 4, which dominates), the 16-bit residual,
     norms and MLP activations, and for transformers' eager attention the 16-bit score matrix.
@@ -186,7 +189,12 @@ def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, ctx_cell
     share = heads / max(model.attention_heads, 1)  # tensor parallel shards the MLP like the heads
     width = model.moe_intermediate_size * max(model.experts_active, 1) if model.is_moe else model.intermediate_size
     act = ub * (4 * model.hidden_size + 3 * width * share) * 2
-    logits = model.vocab_size * ub * 4 if holds_output else 0
+    if runtime.sampler_copies and sequences:
+        # vLLM V1 computes logits only for the sampled rows of its profile batch and warms the sampler up
+        # with max_num_seqs requests: a few f32 copies of (sequences x vocab) (runtimes.toml sampler_copies).
+        logits = int(runtime.sampler_copies * model.vocab_size * sequences * 4) if holds_output else 0
+    else:
+        logits = model.vocab_size * ub * 4 if holds_output else 0
     scores = heads * ctx_cells * ub * 2 if runtime.eager_attention else 0
     return int(act + logits + scores)
 

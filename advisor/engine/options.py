@@ -41,3 +41,19 @@ class Options(Record):
     """Training: tokens per sequence."""
     gradient_checkpointing: bool = True
     """Training: recompute activations in the backward pass instead of storing them."""
+    memory_fraction: float | None = None
+    """Paged runtimes: the fraction of each GPU they reserve (vLLM --gpu-memory-utilization, SGLang
+    --mem-fraction-static); None: the runtime's default."""
+    max_num_seqs: int | None = None
+    """Paged runtimes: most requests decoded at once (vLLM --max-num-seqs); None: the runtime's default."""
+    max_num_batched_tokens: int | None = None
+    """Paged runtimes: tokens per scheduler step, the profile batch (vLLM --max-num-batched-tokens);
+    None: the runtime's default for the GPU."""
+    enforce_eager: bool = False
+    """Paged runtimes: no CUDA graphs (vLLM --enforce-eager): their memory goes to the KV pool, decode is slower."""
+    cpu_offload_gb: float = 0.0
+    """vLLM --cpu-offload-gb: GiB of weights per GPU kept in system RAM and streamed over PCIe each step."""
+    tensor_parallel: int | None = None
+    """GPUs each layer is split across (vLLM --tensor-parallel-size); None: the runtime's default."""
+    pipeline_parallel: int | None = None
+    """Stages the layers are cut into (vLLM --pipeline-parallel-size); None: 1 unless --split layer."""

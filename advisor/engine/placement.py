@@ -113,8 +113,8 @@ def _layer_devices(n_layer: int, n_gpu_layers: int, capacities: tuple[int, ...])
     return tuple(out)
 
 
-def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: Rulebook) -> list[int]:
-    """Per GPU: the memory the runtime may use."""
+def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: Rulebook, fraction: float | None = None) -> list[int]:
+    """Per GPU: the memory the runtime may use (`fraction` replaces the runtime's own reservation)."""
     caps = []
     reserved = int(float(rules.memory.discrete_gpu.nvidia_reserved_mib) * mem.MIB)
     for g in rig.gpus:
@@ -128,8 +128,9 @@ def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: Rulebook) -> list[int
                 uni = rules.memory.unified
                 reserve = uni.os_reserve_gib.get(g.spec.id, rules.memory.host.os_reserve_gib)
                 cap = max(cap - int(reserve * GIB), 0)
-        if runtime.gpu_memory_utilization:
-            cap = int(cap * runtime.gpu_memory_utilization)
+        share = fraction or runtime.gpu_memory_utilization
+        if share:
+            cap = int(cap * share)
         caps.append(cap)
     return caps
 
@@ -150,7 +151,8 @@ class Placer:
         self.model, self.quant, self.runtime, self.rig = model, quant, runtime, rig
         self.options, self.rules = options, rules
         self.layout = layout or mem.weights_layout(model, quant)
-        self.caps = usable_capacity(rig, runtime, rules)
+        self.caps = usable_capacity(rig, runtime, rules, options.memory_fraction)
+        self.paged = runtime.kv_pool == "paged"
         self.host_cap = host_capacity(rig, rules)
         self.split = options.split or runtime.default_split
         self.embed_on_host = runtime.embeddings_on_host
@@ -159,25 +161,36 @@ class Placer:
     # -- helpers ---------------------------------------------------------------------------------
     def _kv(self, ctx: int) -> tuple[int, ...]:
         cells = mem.kv_cells(ctx, self.runtime, self.rules)
-        return mem.kv_bytes_per_layer(self.model, cells, self.options.kv_type, self.rules,
-                                      self.options.concurrency)
+        # A paged pool starts when one request of the full context fits; the rest of it is shared by all.
+        sequences = 1 if self.paged else self.options.concurrency
+        return mem.kv_bytes_per_layer(self.model, cells, self.options.kv_type, self.rules, sequences)
 
     def _overhead(self, ctx: int, holds_output: bool, heads: int | None = None, gpu: int = 0) -> int:
         """Runtime context (discrete GPUs only) plus the compute buffer on one GPU."""
-        cells = mem.kv_cells(ctx, self.runtime, self.rules) * self.options.concurrency
+        cells = mem.kv_cells(ctx, self.runtime, self.rules) * (1 if self.paged else self.options.concurrency)
         unified = bool(self.rig.gpus) and self.rig.gpus[gpu].spec.unified_memory
         context = 0 if unified or not self.rig.gpus else mem.context_bytes(self.runtime)
         rt = self.runtime
-        ubatch = rt.ubatch
-        if self.rig.gpus and rt.ubatch_large:
-            spec = self.rig.gpus[gpu].spec
-            if spec.vram_gib >= rt.large_gpu_gib and not spec.id.startswith("a100"):
-                ubatch = rt.ubatch_large
+        ubatch, seqs = self.batch_defaults(gpu)
         if context and len(self.rig.gpus) >= 8:
             context += int(rt.context_mib_many_gpus * mem.MIB)
+        if context and rt.cuda_graph_mib and not self.options.enforce_eager:
+            context += int(rt.cuda_graph_mib * mem.MIB)
         return context + mem.compute_buffer_bytes(
             self.model, rt, cells, holds_output=holds_output,
-            flash_attention=self.flash_attention, heads_on_device=heads, ubatch=ubatch)
+            flash_attention=self.flash_attention, heads_on_device=heads, ubatch=ubatch, sequences=seqs)
+
+    def batch_defaults(self, gpu: int = 0) -> tuple[int, int]:
+        """(tokens per profile batch, requests per step) on this GPU: as asked, else the runtime's defaults,
+        which vLLM raises on GPUs of `large_gpu_gib` and more that are not A100s (its get_batch_defaults)."""
+        rt = self.runtime
+        ubatch, seqs = rt.ubatch, rt.max_num_seqs
+        if self.rig.gpus and rt.large_gpu_gib:
+            spec = self.rig.gpus[gpu].spec
+            if spec.vram_gib >= rt.large_gpu_gib and not spec.id.startswith(rt.large_gpu_excluded or ("\0",)):
+                ubatch = rt.ubatch_large or ubatch
+                seqs = rt.max_num_seqs_large or seqs
+        return (self.options.max_num_batched_tokens or ubatch, self.options.max_num_seqs or seqs)
 
     def _host(self, weights: int, kv: int, layers: int, gpu_bytes: int = 0) -> DeviceUse:
         """System RAM's share. On unified memory what the GPU holds comes out of the same RAM, and the
@@ -192,6 +205,8 @@ class Placer:
     def _at(self, ctx: int) -> Placement:
         if self.rig.is_cpu_only:
             return self._cpu_only(ctx)
+        if self.runtime.pipeline_split == "even" and (len(self.rig.gpus) > 1 or self.options.cpu_offload_gb):
+            return self._staged(ctx)
         if len(self.rig.gpus) > 1 and self.split == "tensor":
             placement = self._tensor_parallel(ctx)
         else:
@@ -240,8 +255,9 @@ class Placer:
             w[out_dev] += self.layout.output_bytes
         else:
             host_w += self.layout.output_bytes
-        if not self.embed_on_host:
-            # unified memory / runtimes that keep the embedding on the GPU: it sits with layer 0.
+        if not self.embed_on_host and not (self.model.tied_embeddings and out_dev >= 0):
+            # unified memory / runtimes that keep the embedding on the GPU: it sits with layer 0 (a tied
+            # embedding is the output head already counted there: PyTorch runtimes hold one copy).
             first = next((d for d in devs if d >= 0), -1)
             if first >= 0:
                 w[first] += self.layout.embed_bytes
@@ -292,6 +308,73 @@ class Placer:
         return Placement("tensor_parallel", devices, self._host(0, 0, 0), fits=ok, runs=ok, gpu_layers=m.layers,
                          problem="" if ok or self.runtime.supports_cpu_offload else
                          f"{self.runtime.name} cannot offload to system RAM and the GPUs are too small")
+
+    def parallel_sizes(self) -> tuple[int, int]:
+        """(tensor parallel, pipeline parallel) for runtimes that cut equal stages (vLLM): as asked, else
+        every GPU in one tensor-parallel group (`--split tensor`) or one stage per GPU (`--split layer`)."""
+        n = max(len(self.rig.gpus), 1)
+        tp, pp = self.options.tensor_parallel, self.options.pipeline_parallel
+        if tp is None and pp is None:
+            return (1, n) if self.split == "layer" else (n, 1)
+        return tp or 1, pp or 1
+
+    def _staged(self, ctx: int) -> Placement:
+        """vLLM's layout: `pp` pipeline stages of equal layer counts (vllm/distributed/utils.py
+        get_pp_indices: the remainder goes to the stages before the last), each split across `tp` GPUs by
+        heads; the embedding sits on the first stage, the output head on the last. Every GPU must hold its
+        own share, so the smallest card of a stage decides. `--cpu-offload-gb` keeps that many GiB of each
+        GPU's weights in system RAM."""
+        m, lay = self.model, self.layout
+        tp, pp = self.parallel_sizes()
+        if tp > 1 and m.attention_heads % tp:
+            return self._refused(ctx, f"tensor parallel over {tp} GPUs needs the {m.attention_heads} attention "
+                                      f"heads to divide by {tp}")
+        if tp > 1 and (m.kv_heads % tp) and (tp % m.kv_heads):
+            return self._refused(ctx, f"tensor parallel over {tp} GPUs needs the {m.kv_heads} KV heads and "
+                                      f"{tp} to divide one another")
+        if pp > m.layers:
+            return self._refused(ctx, f"{pp} pipeline stages need at least {pp} layers; {m.name} has {m.layers}")
+        per = [m.layers // pp] * pp
+        for i in range(2, m.layers % pp + 2):
+            per[-i] += 1
+        kv = self._kv(ctx)
+        kv_share = 1.0 if m.is_mla else max(1 / tp, 1 / max(m.kv_heads, 1))
+        offload = int(self.options.cpu_offload_gb * GIB)
+        devices, host_w, start = [], 0, 0
+        for s_i, count in enumerate(per):
+            layers = range(start, start + count)
+            start += count
+            w = sum(lay.layer_bytes[il] for il in layers)
+            if s_i == 0:
+                w += lay.embed_bytes
+            if s_i == pp - 1 and not (m.tied_embeddings and pp == 1):
+                w += lay.output_bytes
+            k = sum(kv[il] for il in layers) * kv_share
+            for t in range(tp):
+                i = s_i * tp + t
+                g = self.rig.gpus[i]
+                gw = int(w / tp)
+                moved = min(offload, gw)
+                host_w += moved
+                devices.append(DeviceUse(g.label, g.name or g.spec.name, gw - moved, int(k),
+                                         self._overhead(ctx, holds_output=(s_i == pp - 1),
+                                                        heads=m.attention_heads // tp, gpu=i),
+                                         self.caps[i], count, s_i == pp - 1))
+        for g in self.rig.gpus[tp * pp:]:  # GPUs the run does not use
+            devices.append(DeviceUse(g.label, g.name or g.spec.name, 0, 0, 0, self.caps[len(devices)], 0))
+        host = self._host(host_w, 0, 0)
+        ok = all(d.fits for d in devices) and host.fits
+        if host_w:
+            strategy = "cpu_offload"
+        elif tp * pp == 1:
+            strategy = "single_gpu"
+        else:
+            strategy = "layer_split" if pp > 1 else "tensor_parallel"
+        problem = "" if ok else (f"{self.runtime.name} cannot offload to system RAM on its own and the GPUs are too "
+                                 f"small" if host.fits else "the weights offloaded with --cpu-offload-gb do not fit "
+                                                            "in system RAM")
+        return Placement(strategy, tuple(devices), host, fits=ok and not host_w, runs=ok, gpu_layers=m.layers,
+                         problem=problem)
 
     def _refused(self, ctx: int, why: str) -> Placement:
         return Placement("none", (), self._host(0, 0, 0), fits=False, runs=False, gpu_layers=0, problem=why)

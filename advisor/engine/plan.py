@@ -15,6 +15,7 @@ from advisor.record import Record, record
 from advisor.catalog.types import GIB, Catalog, GpuSpec, ModelSpec, QuantSpec
 from advisor.engine.check import check_options, estimate_speed, fallback_quant, resolve_quant
 from advisor.engine.options import DEFAULT_CTX, Options
+from advisor.engine.compat import refusal
 from advisor.engine.placement import Placer
 from advisor.engine.rig import MAX_RIG_GPUS, rig_of
 
@@ -124,6 +125,8 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: 
     for parts, new, nvlink in candidates:
         rig = rig_of([s for n, s in parts for _ in range(n)], catalog.rules.memory.host, ram_bytes=ram_bytes,
                      nvlink=nvlink, source="plan")
+        if {s.vendor for _, s in parts} - set(runtime.vendors) or refusal(catalog, runtime, rig, model, quant):
+            continue  # the runtime does not run there (rules/runtimes.toml): never proposed
         placer = Placer(model, quant, runtime, rig, opts, catalog.rules)
         evaluated += 1
         placement = placer.at(ctx)

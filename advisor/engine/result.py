@@ -103,6 +103,78 @@ class Training(Record):
 
 
 @record
+class PoolDevice(Record):
+    """One GPU's share of the KV pool."""
+
+    device: str
+    pool_bytes: int
+    """Memory left for KV pages on this GPU after weights, activations and CUDA graphs."""
+    pool_tokens: int
+    """Tokens of context its pages hold (its layers' and heads' share of each token)."""
+
+
+@record
+class Remedy(Record):
+    """A change that would make a paged runtime start, with what it buys."""
+
+    option: str
+    """The runtime's own option, as typed (`--kv-cache-dtype fp8`)."""
+    max_context_tokens: int
+    """The longest context that then starts."""
+    kv_cache_tokens: int
+    """The pool it leaves, in tokens, at the asked context (0 when the asked context still does not start)."""
+    starts: bool
+    """The asked context starts with it."""
+
+
+@record
+class Serving(Record):
+    """The paged KV pool and what it holds."""
+
+    kv_cache_tokens: int
+    """Tokens the pool holds (vLLM's "GPU KV cache size")."""
+    kv_cache_bytes: int
+    """The pool over all GPUs, bytes."""
+    request_tokens: int
+    """Tokens one request may reach (`--max-model-len` / `--ctx`)."""
+    max_concurrency: float
+    """Requests of `request_tokens` the pool holds at once (vLLM's "Maximum concurrency")."""
+    requested: int
+    """Requests asked for at once (`--concurrency`)."""
+    running: int
+    """Of those, how many decode together (the pool, and `max_num_seqs`, permitting)."""
+    queued: int
+    """How many wait for a running request to finish."""
+    max_num_seqs: int
+    """The runtime's cap on requests per step."""
+    memory_fraction: float
+    """The fraction of each GPU reserved (gpu_memory_utilization / mem_fraction_static)."""
+    devices: tuple[PoolDevice, ...]
+    ttft_s: float | None = None
+    """Time to first token of one `--prompt-tokens` prompt on an idle server."""
+    ttft_all_s: float | None = None
+    """Time to first token of the last of `running` prompts that arrive together (prefill is compute-bound,
+    so their prefills take turns)."""
+    aggregate_decode_tokens_per_s: float | None = None
+    """All running requests together, each half-way through its context."""
+    per_stream_decode_tokens_per_s: float | None = None
+    """Each running request."""
+    remedies: tuple[Remedy, ...] = ()
+    """When it does not start, or starts with less spare than starts vary by: what would make it start."""
+    spare_bytes: int = 0
+    """Pool left over one request of `request_tokens` on the tightest GPU (negative: it does not start)."""
+    basis: str = ""
+
+    @property
+    def starts(self) -> bool:
+        return self.max_concurrency >= 1.0
+
+    def marginal(self, spread_bytes: int) -> bool:
+        """It starts, with less spare than the run-to-run spread of the runtime's non-KV memory."""
+        return self.starts and self.spare_bytes < spread_bytes
+
+
+@record
 class Report(Record):
     model: ModelSpec
     quant: QuantSpec
@@ -122,6 +194,10 @@ class Report(Record):
     training: Training | None = None
     model_source: str = "catalog"
     """Where the architecture and weights came from: `catalog`, or a file/store and its path."""
+    serving: Serving | None = None
+    """Paged-KV runtimes (vLLM, SGLang): the KV pool and how many requests run at once."""
+    refusal: str = ""
+    """Why the runtime cannot run this model on these GPUs at all (compatibility rules), or empty."""
 
     @property
     def fits(self) -> bool:

@@ -76,6 +76,10 @@ def check_json(r: Report) -> dict[str, Any]:
         },
         "findings": [{"code": f.code, "severity": f.severity, "message": f.message} for f in r.findings],
     }
+    if r.serving is not None:
+        out["serving"] = serving_json(r)
+    if r.refusal:
+        out["refusal"] = r.refusal
     if r.training is not None:
         t = r.training
         out["training"] = {
@@ -100,4 +104,23 @@ def rig_json(r: Report) -> dict[str, Any]:
         "nvlink_pairs": [list(p) for p in rig.nvlink_pairs],
         "source": rig.source,
         "warnings": list(rig.warnings),
+    }
+
+
+def serving_json(r: Report) -> dict[str, Any]:
+    """`serving`: a paged-KV runtime's pool (contract: kv_cache_tokens, kv_cache_bytes, max_concurrency, queued)."""
+    s = r.serving
+    assert s is not None
+    return {
+        "kv_cache_tokens": s.kv_cache_tokens, "kv_cache_bytes": s.kv_cache_bytes,
+        "request_tokens": s.request_tokens, "max_concurrency": s.max_concurrency, "starts": s.starts,
+        "requested": s.requested, "running": s.running, "queued": s.queued, "max_num_seqs": s.max_num_seqs,
+        "memory_fraction": s.memory_fraction,
+        "devices": [{"device": d.device, "pool_bytes": d.pool_bytes, "pool_tokens": d.pool_tokens} for d in s.devices],
+        "ttft_s": s.ttft_s, "ttft_all_running_s": s.ttft_all_s,
+        "aggregate_decode_tokens_per_s": s.aggregate_decode_tokens_per_s,
+        "per_stream_decode_tokens_per_s": s.per_stream_decode_tokens_per_s,
+        "remedies": [{"option": m.option, "starts": m.starts, "max_context_tokens": m.max_context_tokens,
+                      "kv_cache_tokens": m.kv_cache_tokens} for m in s.remedies],
+        "basis": s.basis,
     }

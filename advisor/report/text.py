@@ -82,6 +82,19 @@ def document(r: Report) -> list[Section]:
         speed_rows.append((f"decode, {r.options.concurrency} streams",
                            f"{rate(s.aggregate_decode_tokens_per_s)} total, {rate(s.per_stream_decode_tokens_per_s)} each"))
     secs.append(Section("Speed", tuple(speed_rows), lines=(s.basis + ".", s.error_band.text + ".") if s.decode_tokens_per_s else ()))
+    if r.serving is not None and r.serving.starts:
+        v = r.serving
+        srows = [("KV pool", f"{v.kv_cache_tokens:,} tokens ({gib(v.kv_cache_bytes)} over {len(v.devices)} GPU"
+                             f"{'s' if len(v.devices) > 1 else ''}, {v.memory_fraction:g} of each)"),
+                 (f"requests of {v.request_tokens:,} tokens at once", f"{v.max_concurrency:.2f}"),
+                 ("requested / running / queued", f"{v.requested} / {v.running} / {v.queued}")]
+        if v.ttft_s is not None:
+            srows.append((f"time to first token ({r.options.prompt_tokens:,} tokens)",
+                          f"{v.ttft_s:.2f} s alone, {v.ttft_all_s:.2f} s for the last of {v.running}"))
+        if v.aggregate_decode_tokens_per_s:
+            srows.append((f"decode, {v.running} running", f"{rate(v.aggregate_decode_tokens_per_s)} total, "
+                                                          f"{rate(v.per_stream_decode_tokens_per_s)} each"))
+        secs.append(Section("Serving", tuple(srows), lines=(v.basis + ".",)))
     i = r.interconnect
     secs.append(Section("Interconnect", (("NVLink", i.nvlink.replace("_", " ")),
                                          ("link time share", f"{i.link_time_share:.1%}"),

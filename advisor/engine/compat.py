@@ -1,0 +1,60 @@
+"""Runtime x hardware x model compatibility, read from data: a runtime's lowest compute capability, its
+quantization kernels' lowest compute capability (rules/runtimes.toml), each GPU's compute capability
+(hardware_db), and the model families a runtime does not implement. A refusal names the rule and what
+runs instead."""
+
+from __future__ import annotations
+
+from advisor.catalog.types import Catalog, ModelSpec, QuantSpec, RuntimeSpec
+from advisor.engine.rig import Rig
+
+
+def _lowest_cc(rig: Rig) -> tuple[float, str] | None:
+    known = [(g.spec.compute_capability, g.spec.name) for g in rig.gpus if g.spec.compute_capability is not None]
+    return min(known) if known else None
+
+
+def runtime_runs_here(runtime: RuntimeSpec, rig: Rig) -> bool:
+    low = _lowest_cc(rig)
+    return not (low and runtime.min_compute_capability and low[0] < runtime.min_compute_capability)
+
+
+def quant_runs_here(runtime: RuntimeSpec, quant: QuantSpec, rig: Rig) -> bool:
+    low = _lowest_cc(rig)
+    need = runtime.quant_min_cc.get(quant.id, 0.0)
+    return not (low and need and low[0] < need)
+
+
+def _others(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec) -> list[str]:
+    """Runtimes other than this one that run this model on this rig's GPUs."""
+    vendors = {g.spec.vendor for g in rig.gpus}
+    return [r.id for r in catalog.runtimes.values()
+            if r != runtime and runtime_runs_here(r, rig) and vendors <= set(r.vendors)
+            and model.family not in r.unsupported_families]
+
+
+def refusal(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec, quant: QuantSpec | None) -> str:
+    """Why this runtime cannot run this model (at this quantization) on this rig, or "" when nothing forbids it."""
+    if model.family in runtime.unsupported_families:
+        return (f"{runtime.name} does not implement {model.family} models ({runtime.families_basis}); "
+                f"runtimes that do: {', '.join(_others(catalog, runtime, rig, model))}")
+    low = _lowest_cc(rig)
+    backends = {g.spec.backend for g in rig.gpus if g.spec.backend}
+    if quant is not None and quant.id in runtime.quant_backends and backends - set(runtime.quant_backends[quant.id]):
+        lacking = sorted(backends - set(runtime.quant_backends[quant.id]))
+        return (f"{runtime.name} has no {quant.id} kernels for {', '.join(lacking)} ({runtime.quant_basis}); "
+                f"its 16-bit and other quantized paths run there; other runtimes: "
+                f"{', '.join(_others(catalog, runtime, rig, model))}")
+    if low and runtime.min_compute_capability and low[0] < runtime.min_compute_capability:
+        return (f"{runtime.name} needs CUDA compute capability {runtime.min_compute_capability:g} or higher and "
+                f"{low[1]} has {low[0]:g} ({runtime.hardware_basis}); on this GPU use --runtime "
+                f"{' or '.join(_others(catalog, runtime, rig, model))}")
+    if quant is not None and low:
+        need = runtime.quant_min_cc.get(quant.id, 0.0)
+        if need and low[0] < need:
+            ok = [q for q, cc in runtime.quant_min_cc.items() if cc <= low[0]]
+            alt = f"its kernels for {', '.join(ok)} run there" if ok else "none of its quantized kernels runs there"
+            return (f"{runtime.name}'s {quant.id} kernels need compute capability {need:g} and {low[1]} has "
+                    f"{low[0]:g} ({runtime.quant_basis}); {alt}; other runtimes: "
+                    f"{', '.join(_others(catalog, runtime, rig, model))}")
+    return ""

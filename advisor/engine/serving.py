@@ -1,0 +1,111 @@
+"""Serving on a paged-KV runtime (vLLM, SGLang): the KV pool, how many requests run at once, and what
+would make it start.
+
+A paged runtime reserves its memory fraction of each GPU at start, loads the weights, profiles one
+batch (the activation peak), captures CUDA graphs, and gives everything left to one pool of KV pages.
+It starts when one request of the full context (vLLM `--max-model-len`) fits in that pool; more
+requests share the pool and the rest wait in the queue (or are preempted). The pool per GPU is what
+the placement leaves: capacity (the memory fraction of the card) minus weights minus overhead. Every
+GPU holds the pages of its own layers and heads, so the GPU with the fewest pages decides; vLLM logs
+the result as "GPU KV cache size: N tokens" and "Maximum concurrency for L tokens per request: X".
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from advisor.catalog.rulebook import Rulebook
+from advisor.catalog.types import ModelSpec, QuantSpec, RuntimeSpec
+from advisor.engine import speed as spd
+from advisor.engine.interconnect import link_times
+from advisor.engine.options import Options
+from advisor.engine.placement import Placement, Placer
+from advisor.engine.result import PoolDevice, Remedy, Serving
+from advisor.engine.rig import Rig
+
+
+def pool(placement: Placement, runtime: RuntimeSpec, ctx: int) -> tuple[int, int, tuple[PoolDevice, ...]]:
+    """(tokens, bytes, per-GPU shares) of the pool a placement leaves; `ctx` is the context of the one
+    request whose KV cache the placement holds."""
+    block = max(runtime.kv_block_tokens, 1)
+    shares, tokens = [], None
+    for d in placement.devices:
+        if d.total_bytes <= 0:  # a GPU the run does not use
+            continue
+        free = max(d.capacity_bytes - d.weights_bytes - d.overhead_bytes, 0)
+        per_token = d.kv_cache_bytes / max(ctx, 1)
+        t = int(free // (per_token * block)) * block if per_token > 0 else 0
+        shares.append(PoolDevice(d.device, free, t))
+        tokens = t if tokens is None else min(tokens, t)
+    return tokens or 0, sum(s.pool_bytes for s in shares), tuple(shares)
+
+
+def memory_fraction(runtime: RuntimeSpec, options: Options) -> float:
+    return options.memory_fraction or runtime.gpu_memory_utilization
+
+
+def serve(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
+          rules: Rulebook, options: Options, ctx: int, max_num_seqs: int = 0) -> Serving:
+    tokens, total, shares = pool(placement, runtime, ctx)
+    conc = tokens / max(ctx, 1) if placement.runs else 0.0
+    used = [d for d in placement.devices if d.total_bytes > 0]
+    spare = min((d.free_bytes for d in used), default=0)
+    cap = max_num_seqs or options.concurrency
+    running = min(options.concurrency, cap, int(conc)) if conc >= 1 else 0
+    s = Serving(kv_cache_tokens=tokens if placement.runs else 0, kv_cache_bytes=total if placement.runs else 0,
+                request_tokens=ctx, max_concurrency=round(conc, 2), requested=options.concurrency,
+                running=running, queued=options.concurrency - running, max_num_seqs=cap,
+                memory_fraction=memory_fraction(runtime, options), devices=shares, spare_bytes=spare,
+                basis=(f"{memory_fraction(runtime, options):g} of each GPU, less weights, the activation peak of one "
+                       f"profile batch and CUDA graphs, is one pool of {runtime.kv_block_tokens}-token pages; the GPU "
+                       f"with the fewest pages decides; a request of {ctx:,} tokens is the unit of concurrency"))
+    if running and rig.speed_known:
+        args = (placement, rig, model, quant, runtime, rules)
+        pre = spd.prefill_time(*args, options.prompt_tokens)
+        lt = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, 1)
+        ttft = pre.total_s + (lt.prefill_s if lt else 0.0)
+        # each running request reads its own KV cache, on average half of its context
+        kv = [int(d.kv_cache_bytes * running * 0.5) for d in placement.devices]
+        step = spd.decode_step(*args, kv_depth_bytes=kv, streams=running)
+        lt_dec = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, running)
+        step_s = step.total_s + (lt_dec.decode_s if lt_dec else 0.0)
+        s = replace(s, ttft_s=round(ttft, 3), ttft_all_s=round(ttft * running, 3),
+                    aggregate_decode_tokens_per_s=round(running / step_s, 1),
+                    per_stream_decode_tokens_per_s=round(1 / step_s, 1))
+    if not s.starts or s.marginal(int(runtime.pool_spread_mib * 1024**2)):
+        s = replace(s, remedies=remedies(placement, rig, model, quant, runtime, rules, options, ctx))
+    return s
+
+
+def remedies(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
+             rules: Rulebook, options: Options, ctx: int) -> tuple[Remedy, ...]:
+    """Each single change, in the runtime's own option names, that lets one request start, with the
+    longest context it then allows; then all of them together."""
+    names = runtime.option_names
+    tries: list[tuple[str, Options]] = []
+    if "fp8" in runtime.kv_types and options.kv_type != "fp8" and "kv_cache_dtype" in names:
+        tries.append((f"{names['kv_cache_dtype']} fp8", replace(options, kv_type="fp8")))
+    if runtime.remedy_memory_fraction > memory_fraction(runtime, options) and "memory_fraction" in names:
+        tries.append((f"{names['memory_fraction']} {runtime.remedy_memory_fraction:g}",
+                      replace(options, memory_fraction=runtime.remedy_memory_fraction)))
+    if runtime.cuda_graph_mib and not options.enforce_eager and "eager" in names:
+        tries.append((names["eager"], replace(options, enforce_eager=True)))
+    if len(tries) > 1:
+        both = options
+        for _, o in tries:
+            both = replace(both, kv_type=o.kv_type if o.kv_type != options.kv_type else both.kv_type,
+                           memory_fraction=o.memory_fraction or both.memory_fraction,
+                           enforce_eager=o.enforce_eager or both.enforce_eager)
+        tries.append((" ".join(t for t, _ in tries), both))
+    out = []
+    for text, opts in tries:
+        p = Placer(model, quant, runtime, rig, opts, rules)
+        at = p.at(ctx)
+        tokens = pool(at, runtime, ctx)[0] if at.runs else 0
+        out.append(Remedy(text, p.max_context(), tokens, at.runs))
+    base = Placer(model, quant, runtime, rig, options, rules).max_context()
+    if base and base < ctx and "max_model_len" in names:
+        out.insert(0, Remedy(f"{names['max_model_len']} {base}", base,
+                             pool(Placer(model, quant, runtime, rig, options, rules).at(base), runtime, base)[0],
+                             False))
+    return tuple(out)
