@@ -34,7 +34,7 @@ def make_app(args: argparse.Namespace):
     model = resolve(catalog.models, ref, "model") if isinstance(ref, str) else None
     rig = None
     if args.gpu or args.rig:
-        rig = build_rig(catalog, gpus=args.gpu, nvlink=args.nvlink, pcie=args.pcie, ram=args.ram,
+        rig = build_rig(catalog, gpus=args.gpu, nvlink=args.nvlink, pcie=args.pcie, ram=args.ram, ram_bw=getattr(args, "ram_bw", None),
                         rig_file=args.rig, empty=args.empty)
     elif args.nvlink or args.pcie:
         raise AdvisorError("--nvlink and --pcie describe GPUs given with --gpu", "add --gpu SPEC")

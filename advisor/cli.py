@@ -85,16 +85,19 @@ def _rig_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--pcie",
                    metavar="GxW", help="each GPU's host link, e.g. 4x16, 4x8, 3x4, 3x1 (default: the card's own)")
     g.add_argument("--ram", metavar="GB", help="system RAM for CPU offload (default: detected, or the rig file's)")
+    g.add_argument("--ram-bw", metavar="GBS|PRESET",
+                   help="system RAM bandwidth: GB/s, or type-speed x channels: ddr4-3200x2, ddr5-6000x2, "
+                        "ddr5-4800x8, ddr5-6400x12 (default: the rig file's, else dual-channel DDR4)")
     g.add_argument("--rig", metavar="FILE", type=Path, help="a rig file (TOML) as `advisor detect --save` writes it")
     g.add_argument("--empty", action="store_true",
                    help="with detected GPUs, plan for idle cards (total memory) instead of the memory free now")
 
 
-def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
+def _model_args(p: argparse.ArgumentParser, model: bool = True, optional: bool = False) -> None:
     from advisor.engine.options import DEFAULT_CTX, DEFAULT_PROMPT_TOKENS, WORKLOADS
 
     if model:
-        p.add_argument("model", metavar="MODEL",
+        p.add_argument("model", metavar="MODEL", nargs="?" if optional else None,
                        help="a catalog model id or name (see `advisor models`), a .gguf file, a model folder or "
                             "config.json, ollama:NAME[:TAG] or hf:ORG/NAME (read from the local caches)")
     g = p.add_argument_group("model options")
@@ -119,10 +122,12 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True) -> None:
                    metavar="N", help="training: sequences per GPU per step")
     g.add_argument("--seq-len", type=_whole("--seq-len", 100_000_000), default=2048,
                    metavar="N", help="training: tokens per sequence")
-    g.add_argument("--flash-attn", action="store_true",
-                   help="plan with flash attention on (llama.cpp -fa on): smaller compute buffers at long context. "
-                        "Default off, the side that never promises a fit that runs out of memory; implied by a "
-                        "quantized --kv-cache")
+    g.add_argument("--flash-attn", nargs="?", const="on", default="auto", choices=("auto", "on", "off"),
+                   metavar="auto|on|off",
+                   help="flash attention as llama.cpp's -fa (default auto: on where the GPU's backend runs it, as "
+                        "llama.cpp does since 2025); a bare --flash-attn means on. A quantized V cache needs it")
+    g.add_argument("--ubatch", type=_whole("--ubatch", 1_000_000), default=None, metavar="N",
+                   help="micro-batch tokens (llama.cpp -ub, default 512): it sizes the compute buffers")
 
 
 def _kv_type(text: str) -> str:
@@ -191,7 +196,11 @@ def _check_parser(sub) -> None:
     p = sub.add_parser("check", help="one model on one rig: fit, placement, memory, speed, NVLink verdict",
                        description="One model on one rig. Exit 0 when it fits fully in GPU memory, 1 when not "
                                    "(it may still run with offload: see `runs`), 2 on bad input.")
-    _model_args(p)
+    _model_args(p, optional=True)
+    p.add_argument("--cmd", metavar="COMMAND",
+                   help="answer for exactly this command line: llama-server, llama-cli, llama-bench (and "
+                        "ik_llama.cpp's flags); MODEL may then be left out when -m names a file or a catalog "
+                        "model with its quant (qwen3-32b-Q4_K_M.gguf). Unknown flags are named in the answer")
     _serving_args(p)
     _rig_args(p)
     _output_args(p)

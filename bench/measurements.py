@@ -107,6 +107,9 @@ class Case:
     family: str
     source: str
     runtime: str = "llama.cpp"
+    flash_attn: str = "off"
+    """As the row ran: `on`/`off` where it says; `off` where it is blank (llama-bench's default until its
+    2026 builds made it auto)."""
     depth: int = 0
     """Tokens already in the context when the test starts (held-out decode rows after a real prompt)."""
 
@@ -162,7 +165,7 @@ def load_cases(catalog: Catalog | None = None) -> list[Case]:
                 model_id=MODELS[row["model"]], quant=quant, test=row["test"],
                 n_prompt=int(row["n_prompt"] or 0), n_gen=int(row["n_gen"] or 0) or (128 if row["test"] == "tg" else 0),
                 measured=measured, family="apple" if spec.vendor == "apple" else spec.arch, source=row["source_url"],
-                runtime=row["runtime"]))
+                runtime=row["runtime"], flash_attn={"1": "on"}.get(row["flash_attn"], "off")))
     return cases
 
 
@@ -200,7 +203,7 @@ def _heldout_case(catalog: Catalog, row: dict) -> Case | str:
                 model_id=MODELS[row["model"]], quant=q.id, test=row["test"], n_prompt=int(row["n_prompt"] or 0),
                 n_gen=int(row["n_gen"] or 0) or (128 if row["test"] == "tg" else 0), measured=float(row["tokens_per_s"]),
                 family="apple" if spec.vendor == "apple" else spec.arch, source=row["source_url"], runtime=runtime,
-                depth=depth)
+                depth=depth, flash_attn={"1": "on"}.get(row.get("flash_attn", ""), "off"))
 
 
 def load_heldout(catalog: Catalog | None = None) -> tuple[list[Case], dict[str, int], int]:
@@ -229,5 +232,5 @@ def placer_for(catalog: Catalog, case: Case) -> Placer:
     rig = rig_for(catalog, case)
     quant = resolve_quant(catalog, case.quant)
     opts = Options(quant=quant.id, ctx=case.ctx, prompt_tokens=max(case.n_prompt, 1), split=case.split,
-                   runtime=case.runtime)
+                   runtime=case.runtime, flash_attn=case.flash_attn)
     return Placer(catalog.models[case.model_id], quant, catalog.runtimes[case.runtime], rig, opts, catalog.rules)

@@ -90,13 +90,30 @@ def test_quantized_kv_is_smaller(catalog):
     assert sizes[1] == int(GIB * 1.0625 / 2)
 
 
-def test_compute_buffer_reproduces_llama_cpp_logs(catalog):
-    m = catalog.models["llama-3-8b"]
+# GPU load logs (tests/data/llamacpp_memory_logs.csv, by row) with their compute buffer per device:
+# (row, model, n_ctx, flash attention, holds the output head, logged MiB). Rows 0 and 8 (2024 and
+# January 2025 builds at 512 and 2048 tokens) are left out: their graphs kept 4 x hidden of activations
+# beside the scores where today's llama.cpp keeps Q, K, V, the output and the residual stream
+# (tests/data/llamacpp_oracle.json), 3-7% more at such short contexts.
+GPU_LOG_COMPUTE = [
+    (1, "llama-3.1-8b", 8192, False, True, 560.00),
+    (4, "llama-3.1-70b", 8192, False, False, 1104.00),
+    (11, "qwen3-30b-a3b", 16384, False, False, 1080.00),
+    (11, "qwen3-30b-a3b", 16384, False, True, 1080.00),
+    (25, "gpt-oss-20b", 16384, True, True, 398.0),
+    (26, "gpt-oss-20b", 16384, False, True, 2210.0),
+]
+
+
+@pytest.mark.parametrize("row,model,ctx,fa,output,logged", GPU_LOG_COMPUTE,
+                         ids=[f"row{r[0]}-{r[1]}-{'fa' if r[3] else 'nofa'}-{'out' if r[4] else 'mid'}"
+                              for r in GPU_LOG_COMPUTE])
+def test_compute_buffer_within_5pct_of_gpu_logs(catalog, row, model, ctx, fa, output, logged):
+    m = catalog.models[model]
     rt = catalog.runtimes["llama.cpp"]
-    assert mem.compute_buffer_bytes(m, rt, 512, holds_output=True, flash_attention=False) == int(258.50 * MIB)
-    assert mem.compute_buffer_bytes(m, rt, 8192, holds_output=True, flash_attention=False) == int(560.00 * MIB)
-    m70 = catalog.models["llama-3-70b"]
-    assert mem.compute_buffer_bytes(m70, rt, 8192, holds_output=False, flash_attention=False) == int(1104.00 * MIB)
+    swa = mem.swa_kv_cells(m, rt, ctx, 1, rt.ubatch)
+    ours = mem.compute_buffer_bytes(m, rt, ctx, holds_output=output, flash_attention=fa, swa_cells=swa) / MIB
+    assert abs(ours / logged - 1) < 0.05, (ours, logged)
 
 
 def _mib(field: str) -> dict[str, float]:
@@ -130,9 +147,12 @@ def test_weights_per_gpu_within_5pct_of_llama_cpp(catalog, row, model, quant):
 
 
 def test_4080_runs_8b_f16_at_4k_but_not_8k(catalog):
-    """The close call of a 16 GB card with 15 GiB of weights (public llama-bench table)."""
-    fits = {c: placer(catalog, "llama-3-8b", ["rtx-4080"], ctx=c).at(c).fits for c in (1024, 4096, 8192)}
+    """The close call of a 16 GB card with 15 GiB of weights (public llama-bench table; llama-bench of
+    that time ran with flash attention off unless given -fa 1). With flash attention on, 8192 fits too."""
+    fits = {c: placer(catalog, "llama-3-8b", ["rtx-4080"], ctx=c, flash_attn="off").at(c).fits
+            for c in (1024, 4096, 8192)}
     assert fits == {1024: True, 4096: True, 8192: False}
+    assert placer(catalog, "llama-3-8b", ["rtx-4080"], ctx=8192, flash_attn="on").at(8192).fits
 
 
 def test_8gb_mac_runs_8b_q4_at_4k_but_not_8k(catalog):

@@ -262,6 +262,44 @@ class SpeedBands(Record):
     """By kind of answer (advisor.engine.speed.answer_kind)."""
 
 
+# --- rules/launch.toml -------------------------------------------------------------------------
+
+@record
+class LaunchFlag(Record):
+    __pydantic_config__ = _STRICT
+    names: tuple[str, ...]
+    """How the program spells it (the first is the one the advisor writes)."""
+    value: str = "str"
+    """`int`, `float`, `str`, `path`, `list`, `switch` (no value), `fa` (on|off|auto, 1|0) or `layers`."""
+    why: str = ""
+    """For settings the advisor does not use: why (shown with the answer)."""
+
+
+@record
+class Launcher(Record):
+    __pydantic_config__ = _STRICT
+    program: str
+    """The executable people type (`llama-server`) or `ollama`."""
+    runtime: str
+    """The rules/runtimes.toml id it runs."""
+    style: str = "argv"
+    """`argv` (program and flags) or `modelfile` (an Ollama Modelfile plus environment variables)."""
+    like: str = ""
+    """Another launcher whose flags this one takes, replacing or adding its own."""
+    emit: tuple[str, ...] = ()
+    """The settings written, in this order (empty: the `like` launcher's)."""
+    flags: dict[str, LaunchFlag] = field(default_factory=dict)
+    """Setting name -> how it is spelt."""
+    notes: str = ""
+
+
+@record
+class LaunchRules(Record):
+    __pydantic_config__ = _STRICT
+    launcher: dict[str, Launcher] = field(default_factory=dict)
+    """Each launcher by id."""
+
+
 @record
 class Rulebook(Record):
     """Every table of the rulebook, by file."""
@@ -272,6 +310,7 @@ class Rulebook(Record):
     interconnect: InterconnectRules
     plan: PlanRules
     speed_bands: SpeedBands = field(default_factory=SpeedBands)
+    launch: LaunchRules = field(default_factory=LaunchRules)
 
 
 def build_rulebook(data: dict[str, Any]) -> Rulebook:
@@ -292,6 +331,8 @@ def _build(cls: type, data: dict[str, Any]) -> Any:
             value = {k: _build(globals()[kind[10:-1]], v) for k, v in value.items()}
         elif kind.startswith("dict[str, tuple"):
             value = {k: tuple(v) for k, v in value.items()}
+        elif kind.startswith("tuple[") and isinstance(value, list):
+            value = tuple(value)
         kwargs[f.name] = value
     return cls(**kwargs)
 

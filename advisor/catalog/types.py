@@ -232,6 +232,9 @@ class ModelSpec(Record):
     native_quant: str = ""
     """The format the weights are published in when it is not 16-bit and files keep it (gpt-oss:
     MXFP4 experts in every GGUF); the advisor then starts its quantization choice there."""
+    native_expert_bits: float = 0.0
+    """Bits per weight its routed experts keep in every GGUF, whatever the file's quantization (gpt-oss:
+    llama-quantize leaves the MXFP4 expert tensors as they are, 4.25 bits); 0 when requants requantize them."""
     aliases: tuple[str, ...] = ()
     """Other names people type for this model: the same release (same weights, same config) only."""
     other_releases: tuple[str, ...] = ()
@@ -299,6 +302,9 @@ class QuantSpec(Record):
     whole-file average of the model it was measured on."""
     embed_bits: float = 16.0
     """Bits per weight of the embedding and output matrices when `linear_bits` is set."""
+    expert_bits: float | None = None
+    """Bits per weight of a MoE model's routed-expert tensors when the format stores them apart from
+    the rest (MXFP4: 4.25 for the experts, `linear_bits` for attention and dense weights)."""
     aliases: tuple[str, ...] = ()
     """Other names repos and tools use for this format (`compressed-tensors-w4a16`, `auto-round`)."""
 
@@ -374,6 +380,15 @@ class RuntimeSpec(Record):
     """The runtime part of the kind of answer its error band is kept under (rules/speed_bands.toml,
     bench/accuracy.py); empty: no measurements, so every answer says "not measured"."""
     speed_terms: str = ""
+    flash_attention_backends: tuple[str, ...] = ()
+    """Backends (`cuda`, `rocm`, `metal`, `vulkan`, `sycl`, `cpu`) where its flash attention runs, so
+    `auto` (llama.cpp's default since 2025) resolves to on; elsewhere auto is off."""
+    kv_quant_needs_flash_attention: bool = False
+    """A quantized V cache needs flash attention (llama.cpp refuses `-ctv q8_0` with `-fa off`)."""
+    swa_pads_ubatch: bool = False
+    """A sliding-window layer keeps pad(window x sequences + n_ubatch) cells, not just the window (llama.cpp)."""
+    default_unified_kv: bool = False
+    """Sequences share one KV cache (the whole context is every slot's span) unless told otherwise."""
     """Its own fitted fixed costs per token and layer: a table of `[by_runtime]` in rules/speed.toml."""
     kv_pool: str = ""
     """`paged`: it gives all memory left after weights, activations and CUDA graphs to one paged KV pool

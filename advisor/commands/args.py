@@ -10,7 +10,8 @@ def options_from(args: argparse.Namespace):
 
     return Options(quant=args.quant, ctx=args.ctx, prompt_tokens=args.prompt_tokens, kv_type=args.kv_cache.lower(),
                    runtime=args.runtime.lower(), split=args.split, concurrency=args.concurrency,
-                   workload=args.workload.lower(), flash_attention=args.flash_attn,
+                   workload=args.workload.lower(), flash_attn=args.flash_attn,
+                   ubatch=getattr(args, 'ubatch', None),
                    batch_size=args.batch_size, seq_len=args.seq_len,
                    memory_fraction=getattr(args, "gpu_memory_utilization", None),
                    max_num_seqs=getattr(args, "max_num_seqs", None),
@@ -24,7 +25,7 @@ def rig_from_args(args: argparse.Namespace, catalog):
     from advisor.probe.build import build_rig
 
     return build_rig(catalog, gpus=args.gpu, nvlink=args.nvlink, pcie=args.pcie, ram=args.ram,
-                     rig_file=args.rig, empty=args.empty)
+                     rig_file=args.rig, empty=args.empty, ram_bw=getattr(args, "ram_bw", None))
 
 
 def model_from_arg(text: str, catalog=None):
@@ -97,3 +98,36 @@ def resolve_model(catalog, text: str):
 
     ref = model_from_arg(text, catalog)
     return catalog.models[resolve(catalog.models, ref, "model")] if isinstance(ref, str) else ref
+
+
+def command_inputs(catalog, args: argparse.Namespace, rig):
+    """The model and Options of `--cmd "COMMAND LINE"`: the model from MODEL if given, else from the
+    command's -m (a file that exists is read; a name like qwen3-32b-Q4_K_M.gguf resolves to the catalog
+    model and its quant) or -hf; every setting the command states, the rest from the other options."""
+    import os
+
+    from advisor.engine.launch import options_from_command, parse_command, quant_in_name
+    from advisor.errors import AdvisorError
+
+    explicit_runtime = args.runtime.lower() if args.runtime.lower() != "llama.cpp" else None
+    parsed = parse_command(catalog.rules.launch, args.cmd, runtime=explicit_runtime)
+    ref = args.model or parsed.get("model") or parsed.get("hf_repo")
+    if not ref:
+        raise AdvisorError("--cmd names no model (-m FILE or -hf REPO)", "add -m to the command or name MODEL")
+    quant = args.quant
+    if args.model is None and parsed.get("model") and not os.path.exists(os.path.expanduser(ref)):
+        stem, q = quant_in_name(ref, list(catalog.quants))
+        if q is not None:
+            ref, quant = stem, quant or q
+    model = resolve_model(catalog, ref)
+    spec = getattr(model, "spec", model)
+    loaded = getattr(model, "layout", None)
+    from advisor.engine.check import resolve_quant
+    from advisor.engine.memory import weights_layout
+
+    layout = loaded or weights_layout(spec, resolve_quant(catalog, quant) if quant else
+                                      next(iter(catalog.quants.values())))
+    moe = tuple(il for il, b in enumerate(layout.expert_bytes) if b) if spec.is_moe else ()
+    options = options_from_command(parsed, options_from(args), n_layers=spec.layers, moe_layers=moe,
+                                   max_context=spec.max_context, n_gpus=len(rig.gpus), quant=quant)
+    return model, options

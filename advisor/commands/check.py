@@ -14,7 +14,18 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     catalog = load_catalog()
     rig = rig_from_args(args, catalog)
-    report = evaluate(catalog, rig, resolve_model(catalog, args.model), options_from(args))
+    if getattr(args, "cmd", None):
+        from advisor.commands.args import command_inputs
+
+        model, options = command_inputs(catalog, args, rig)
+    elif args.model is None:
+        from advisor.errors import AdvisorError
+
+        raise AdvisorError("advisor check: name a MODEL (or give --cmd \"llama-server -m ...\")",
+                           "see `advisor check --help`")
+    else:
+        model, options = resolve_model(catalog, args.model), options_from(args)
+    report = evaluate(catalog, rig, model, options)
     fmt = fmt_of(args)
     if fmt == "json":
         from advisor.report.jsonout import check_json

@@ -13,8 +13,9 @@ from advisor.engine import speed as spd
 from advisor.engine.compat import refusal
 from advisor.engine.findings import run_rules
 from advisor.engine.interconnect import link_times
+from advisor.engine.launch import launch_for
 from advisor.engine.loaded import LoadedModel
-from advisor.engine.options import DEFAULT_CTX, KV_TYPES, SPLITS, WORKLOADS, Options
+from advisor.engine.options import DEFAULT_CTX, FLASH_ATTN, KV_TYPES, SPLITS, WORKLOADS, Options
 from advisor.engine.placement import Placement, Placer
 from advisor.engine.result import Interconnect, Report, Speed
 from advisor.engine.rig import Rig
@@ -57,6 +58,13 @@ def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
                            f"use one of: {', '.join(runtime.kv_types)}")
     if options.split is not None and options.split not in SPLITS:
         raise AdvisorError(f"unknown split {options.split!r}", "use layer or tensor")
+    if options.flash_attn not in FLASH_ATTN:
+        raise AdvisorError(f"unknown flash attention setting {options.flash_attn!r}", "use auto, on or off")
+    if options.flash_attn == "off" and options.kv_type != "f16" and runtime.kv_quant_needs_flash_attention:
+        raise AdvisorError(f"{runtime.name} needs flash attention for a {options.kv_type} V cache",
+                           "drop --flash-attn off, or use --kv-cache f16")
+    if options.ubatch is not None and not 1 <= options.ubatch <= MAX_CTX:
+        raise AdvisorError(f"--ubatch {options.ubatch} is out of range", f"use 1 to {MAX_CTX}")
     if options.workload not in WORKLOADS:
         raise AdvisorError(f"unknown workload {options.workload!r}", f"use one of: {', '.join(WORKLOADS)}")
     if options.ctx is not None and not 1 <= options.ctx <= MAX_CTX:
@@ -193,8 +201,7 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
                                f"{loaded.source}: {loaded.spec.sources[0]}" if loaded else "catalog")
     placement = placer.at(ctx)
     max_ctx = placer.max_context()
-    kv_total = sum(mem.kv_bytes_per_layer(model, mem.kv_cells(ctx, runtime, rules), options.kv_type, rules,
-                                          1 if runtime.kv_pool == "paged" else options.concurrency))
+    kv_total = sum(placer.kv_per_layer(ctx))
     speed = estimate_speed(placement, rig, model, quant, runtime, rules, options, ctx)
     inter = interconnect_verdict(placement, rig, model, quant, runtime, rules, options, ctx)
     split = placer.split if len(rig.gpus) > 1 else runtime.default_split
@@ -211,6 +218,11 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
                     kv_cache_bytes=kv_total, max_context_tokens=max_ctx, speed=speed, interconnect=inter,
                     findings=(), model_source=f"{loaded.source}: {loaded.spec.sources[0]}" if loaded else "catalog",
                     serving=serving)
+    model_file = loaded.source_path if loaded is not None and getattr(loaded, "source_path", "") else \
+        f"{model.id}-{quant.id}.gguf"
+    report = replace(report, launch=launch_for(rules.launch, runtime, model_file=model_file,
+                                                 placement=placement, placer=placer, options=options, ctx=ctx,
+                                                 n_layers=model.layers))
     if options.workload != "inference":
         from advisor.engine.training import estimate_training, training_verdict
 

@@ -102,6 +102,12 @@ def fit002_does_not_fit(r: Report, c: Catalog) -> Iterator[Said]:
     if p.strategy in ("cpu_offload", "moe_offload") and p.runs:
         where = (f"{p.cpu_expert_layers} layers' experts" if p.strategy == "moe_offload"
                  else f"{r.model.layers - p.gpu_layers} of {r.model.layers} layers")
+        placed = r.options.cpu_expert_layers is not None or r.options.n_gpu_layers is not None
+        if placed and need <= have:
+            yield ("warning", f"as the command line places it, {where} run from system RAM "
+                              f"({gib(p.host.weights_bytes)}), which is much slower; all of it ({gib(need)}) "
+                              f"would fit in the GPUs' {gib(have)}.")
+            return
         yield ("warning",
                       f"does not fit in GPU memory ({gib(need)} needed, {gib(have)} usable): {where} "
                       f"run from system RAM ({gib(p.host.weights_bytes)}), which is much slower.")
@@ -394,6 +400,14 @@ def trn001_training_fit(r: Report, c: Catalog) -> Iterator[Said]:
             else "use a smaller batch or sequence, QLoRA, or more GPUs"
         yield ("error", f"{t.workload} does not fit: {gib(t.per_gpu_bytes)} per GPU with "
                                          f"{t.strategy}, {gib(cap)} usable; {hint}.")
+
+
+@rule("CMD001")
+def cmd001_command_notes(r: Report, c: Catalog) -> Iterator[Said]:
+    """A `--cmd` command line: name every flag the advisor did not read or does not model, so the answer
+    is never silently for a different configuration than the one given."""
+    for note in r.options.command_notes:
+        yield ("warning", f"--cmd: {note}.")
 
 
 @rule("ARC001")

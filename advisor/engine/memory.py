@@ -73,16 +73,21 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
     shared = (body - sum(extra)) / n
     body_bits = quant.linear_bits if quant.linear_bits is not None else bpw
     edge_bits = quant.embed_bits if quant.linear_bits is not None else bpw
+    expert_bits = quant.expert_bits or body_bits
+    if model.native_expert_bits and quant.format == "gguf":
+        expert_bits = model.native_expert_bits  # requants keep the experts as published
     to_bytes = lambda p: int(round(p * body_bits / 8))  # noqa: E731
+    expert_to_bytes = lambda p: int(round(p * expert_bits / 8))  # noqa: E731
     edge = int(round(embed * edge_bits / 8))
     ple_bytes = int(round(ple * edge_bits / 8))
-    layer_bytes = tuple(to_bytes(shared + extra[il]) for il in range(n))
+    expert_b = tuple(expert_to_bytes(p) for p in expert_params)
+    layer_bytes = tuple(to_bytes(shared + extra[il] - expert_params[il]) + expert_b[il] for il in range(n))
     return WeightsLayout(
-        total_bytes=to_bytes(body) + edge * (1 if model.tied_embeddings else 2) + ple_bytes,
+        total_bytes=sum(layer_bytes) + edge * (1 if model.tied_embeddings else 2) + ple_bytes,
         embed_bytes=edge + ple_bytes,
         output_bytes=edge,
         layer_bytes=layer_bytes,
-        expert_bytes=tuple(to_bytes(p) for p in expert_params),
+        expert_bytes=expert_b,
     )
 
 
@@ -92,23 +97,45 @@ def kv_cells(ctx: int, runtime: RuntimeSpec, rules: Rulebook) -> int:
     return int(math.ceil(ctx / pad) * pad) if pad > 0 else ctx
 
 
-def kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, kv_type: str, rules: Rulebook, sequences: int = 1) -> tuple[int, ...]:
+def kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, kv_type: str, rules: Rulebook, sequences: int = 1,
+                       *, swa_cells: int | None = None) -> tuple[int, ...]:
     """KV cache bytes of each layer for `ctx_cells` tokens in each of `sequences` streams.
 
     Standard attention caches K and V: 2 x kv_heads x head_dim per token (grouped-query attention
     shrinks kv_heads). Multi-head latent attention caches one compressed latent of kv_lora_rank +
-    qk_rope_head_dim per token (V is read from the same latent). Sliding-window layers hold at most
-    the window. Layers without a KV cache of their own (advisor.engine.layers) hold their fixed
-    recurrent state per sequence instead, or nothing.
+    qk_rope_head_dim per token (V is read from the same latent). Sliding-window layers hold
+    `swa_cells` per stream (`swa_kv_cells`: llama.cpp keeps more than the window), or at most the
+    window when the caller does not say. Layers without a KV cache of their own
+    (advisor.engine.layers) hold their fixed recurrent state per sequence instead, or nothing.
     """
     elem = float(rules.memory.kv_cache.bytes_per_element[kv_type])
     state = float(rules.memory.recurrent.bytes_per_element)
-    return _kv_bytes_per_layer(model, ctx_cells, elem, sequences, state)
+    return _kv_bytes_per_layer(model, ctx_cells, elem, sequences, state, swa_cells)
+
+
+def swa_kv_cells(model: ModelSpec, runtime: RuntimeSpec, ctx_cells: int, seqs_per_stream: int, ubatch: int,
+                 swa_full: bool = False) -> int:
+    """Cells one stream of a sliding-window layer holds.
+
+    llama.cpp (`llama_kv_cache_iswa`): pad(n_swa x n_seq + n_ubatch, 256), capped at the stream's
+    context, where n_seq is the sequences sharing the stream (all slots with a unified cache, one
+    without); the whole context with `--swa-full`. Gemma 3's 1024 window at n_ubatch 512 keeps 1536
+    cells (tests/data/llamacpp_oracle.json). Runtimes that do not declare `swa_pads_ubatch` keep the
+    window."""
+    window = model.sliding_window
+    if not window or swa_full:
+        return ctx_cells
+    if not runtime.swa_pads_ubatch:
+        return min(ctx_cells, window)
+    pad = max(runtime.kv_pad_cells, 1)
+    want = window * max(seqs_per_stream, 1) + ubatch
+    return min(ctx_cells, int(math.ceil(want / pad) * pad))
 
 
 @lru_cache(maxsize=4096)
 def _kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, elem: float, sequences: int,
-                        state_elem: float = 4.0) -> tuple[int, ...]:
+                        state_elem: float = 4.0, swa_cells: int | None = None) -> tuple[int, ...]:
+    window = min(ctx_cells, model.sliding_window if swa_cells is None else swa_cells)
     out = []
     state = int(layers.state_elements(model) * state_elem) * sequences
     for il in range(model.layers):
@@ -119,7 +146,7 @@ def _kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, elem: float, sequences
         cells = ctx_cells
         swa = bool(model.sliding_window) and _is_swa_layer(model, il)
         if swa:
-            cells = min(ctx_cells, model.sliding_window)
+            cells = window
         per_token = layers.kv_elements_per_token(model, swa) * elem
         out.append(int(round(per_token * cells * sequences)))
     return tuple(out)
@@ -145,35 +172,68 @@ def compute_buffer_bytes(
     flash_attention: bool,
     heads_on_device: int | None = None,
     ubatch: int | None = None,
+    swa_cells: int = 0,
+    total_cells: int | None = None,
     sequences: int = 0,
 ) -> int:
     """A runtime's compute (scratch) buffer on one GPU, in bytes.
 
-    llama.cpp reserves its graph for one micro-batch of `ub = min(n_ubatch, n_ctx)` tokens and keeps
-    the largest step (all f32, 4 bytes):
-      - output logits on the GPU that holds the output head: (vocab + hidden) x ub x 4;
-      - without flash attention, the attention scores for the whole context:
-        (heads x ctx + ctx + 4 x hidden) x ub x 4; with it, only the mask and activations:
-        (ctx + 4 x hidden) x ub x 4.
-    This reproduces llama.cpp's logged "CUDA0 compute buffer size" for Llama 3 8B (258.50 and
-    560.00 MiB), Llama 2 7B (296), Mistral (164, 2144), Llama 3.2 3B (1983.38), 70B (1104) and
-    Gemma 2 (507) in tests/data/llamacpp_memory_logs.csv. Builds since 2025 reserve one output
-    token instead of ub, so this is the conservative (larger) side.
+    `ctx_cells` is the span one sequence's attention reads (the whole cache when it is unified, one
+    stream's cells when each sequence has its own), `swa_cells` the span of the sliding-window layers,
+    `total_cells` the whole cache (n_ctx, which caps the micro-batch; default `ctx_cells`).
+    llama.cpp reserves its graph for one micro-batch of `ub = min(n_ubatch, n_ctx)` tokens with every
+    token an output, and keeps the largest phase (activations f32, 4 bytes):
+      - output logits on the GPU that holds the output head: (vocab + 2 x hidden) x ub x 4 (with MLA
+        the latent query of all heads, 2 x heads x (kv_lora_rank + rope dims), instead of 2 x hidden);
+      - with flash attention, the feed-forward phase plus the f16 mask:
+        (3 x n_ff + 4 x hidden) x ub x 4 + 2 x ctx x ub (n_ff: the dense MLP, or the chosen and shared
+        experts' width);
+      - without it, the larger of the attention scores and f32 mask over the context plus Q, K, V, the
+        output and the residual stream, (heads x ctx + ctx + 2 x q_dim + 3 x hidden + 2 x kv_dim) x ub x 4
+        (MLA adds the transposed latent of the whole cache, n_ctx x kv_lora_rank x 2 bytes), and the
+        feed-forward phase with three f32 context-wide masks, 12 x ctx x ub (the short per-sequence
+        spans of `-np`).
+    Reproduces llama.cpp's own allocations for llama, qwen3, qwen3moe, gemma3 and deepseek2 (MLA)
+    shapes over context x flash attention x KV type x ubatch x slots (tests/data/llamacpp_oracle.json,
+    bench/llamacpp_oracle.py) and the GPU load logs of tests/data/llamacpp_memory_logs.csv.
     """
     ub = ubatch or runtime.ubatch
     if runtime.kv_pool != "paged":  # a paged runtime profiles its full token budget whatever the context
-        ub = min(ub, max(ctx_cells, 1))
+        ub = min(ub, max(total_cells or ctx_cells, 1))
     heads = model.attention_heads if heads_on_device is None else heads_on_device
     h = model.hidden_size
     if runtime.compute_buffers != "ggml_graph":
         return int(runtime.compute_fixed_mib * MIB) + _torch_activations(model, runtime, ub, ctx_cells, heads,
                                                                           holds_output, sequences)
-    logits = (model.vocab_size + h) * ub * 4 if holds_output else 0
-    if flash_attention:
-        attention = (ctx_cells + 4 * h) * ub * 4
+    share = heads / max(model.attention_heads, 1)
+    if model.is_mla:
+        q_dim = int(heads * (model.kv_lora_rank + model.qk_rope_head_dim))
+        kv_dim = model.kv_lora_rank + model.qk_rope_head_dim
+        out_extra = 2 * q_dim
     else:
-        attention = (heads * ctx_cells + ctx_cells + 4 * h) * ub * 4
+        q_dim = int(heads * model.head_dim)
+        kv_dim = int(max(model.kv_heads * share, 1) * model.head_dim)
+        out_extra = 2 * h
+    logits = (model.vocab_size + out_extra) * ub * 4 if holds_output else 0
+    swa = min(swa_cells, ctx_cells) if model.sliding_window else 0
+    ffn = int((3 * _ffn_width(model) * share + 4 * h) * ub * 4)
+    if flash_attention:
+        attention = ffn + 2 * (ctx_cells + swa) * ub
+    else:
+        scores = (heads * ctx_cells + ctx_cells + swa + 2 * q_dim + 3 * h + 2 * kv_dim) * ub * 4
+        if model.is_mla:
+            scores += (total_cells or ctx_cells) * model.kv_lora_rank * 2
+        attention = max(scores, ffn + 3 * 4 * (ctx_cells + swa) * ub)
     return int(runtime.compute_fixed_mib * MIB) + max(logits, attention)
+
+
+def _ffn_width(model: ModelSpec) -> int:
+    """The feed-forward width one token's activations span: the dense MLP, or the routed experts it
+    chooses plus the shared ones (the larger when a MoE model has leading dense layers)."""
+    if not model.is_moe:
+        return model.intermediate_size
+    moe = model.moe_intermediate_size * (model.experts_active + model.shared_experts)
+    return max(moe, model.intermediate_size) if model.dense_layers else moe
 
 
 def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, ctx_cells: int, heads: int,

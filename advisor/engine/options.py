@@ -7,6 +7,7 @@ from advisor.record import Record, record
 KV_TYPES = ("f16", "q8_0", "q4_0", "fp8")
 SPLITS = ("layer", "tensor")
 WORKLOADS = ("inference", "lora", "qlora", "full-finetune")
+FLASH_ATTN = ("auto", "on", "off")
 DEFAULT_CTX = 8192
 DEFAULT_PROMPT_TOKENS = 512
 
@@ -31,10 +32,27 @@ class Options(Record):
     """Sequences decoded at once."""
     workload: str = "inference"
     """`inference`, `lora`, `qlora` or `full-finetune`."""
-    flash_attention: bool = False
-    """Plan with flash attention on. Off by default: without it llama.cpp's compute buffer grows with
-    the context, so this is the side that does not promise a fit that then runs out of memory.
-    Quantized KV caches imply it (llama.cpp needs flash attention for a quantized V cache)."""
+    flash_attn: str = "auto"
+    """`auto` (llama.cpp's default since August 2025: on where the backend supports it, declared per
+    runtime in rules/runtimes.toml), `on` or `off`. A quantized V cache needs it on in llama.cpp."""
+    ubatch: int | None = None
+    """Micro-batch tokens (llama.cpp `-ub`); None: the runtime's default. It sizes the compute buffers."""
+    kv_unified: bool | None = None
+    """The `concurrency` sequences share one KV cache (llama.cpp `--kv-unified`); None: the runtime's
+    default. Either way the cache holds concurrency x ctx cells; a unified one lets each sequence's
+    attention span all of them."""
+    n_gpu_layers: int | None = None
+    """Repeating layers (plus the output layer as one more) on the GPUs, llama.cpp `-ngl`; None: as many
+    as fit."""
+    tensor_split: tuple[float, ...] | None = None
+    """How layers are shared between the GPUs, llama.cpp `-ts 3,1`; None: by each GPU's memory."""
+    cpu_expert_layers: tuple[int, ...] | None = None
+    """Layers whose routed experts stay in system RAM (llama.cpp `-ot ...exps=CPU`, `--n-cpu-moe N`,
+    `--cpu-moe`); None: the advisor fills every GPU first, as llama.cpp's `--fit` does."""
+    swa_full: bool = False
+    """Sliding-window layers keep the whole context (llama.cpp `--swa-full`)."""
+    command_notes: tuple[str, ...] = ()
+    """What `--cmd` could not use: unknown flags (named) and flags the advisor does not model."""
     batch_size: int = 1
     """Training: sequences per GPU per step."""
     seq_len: int = 2048

@@ -19,7 +19,7 @@ from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import GIB, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
 from advisor.engine.options import Options
-from advisor.engine.rig import Rig
+from advisor.engine.rig import Rig, gpu_backend
 
 
 @record
@@ -37,6 +37,8 @@ class DeviceUse(Record):
     layers: int = 0
     """Repeating layers whose weights sit here."""
     holds_output: bool = False
+    expert_bytes: int = 0
+    """Routed-expert weights here (part of `weights_bytes`): a token reads only the experts it chooses."""
 
     @property
     def total_bytes(self) -> int:
@@ -67,6 +69,8 @@ class Placement(Record):
     """Repeating layers on GPUs."""
     cpu_expert_layers: int = 0
     """MoE layers whose routed experts sit in system RAM."""
+    cpu_expert_set: tuple[int, ...] = ()
+    """Which layers those are (what `-ot` names)."""
     problem: str = ""
     """Why it does not run or fit, in words."""
     layout: mem.WeightsLayout | None = None
@@ -143,6 +147,15 @@ def host_capacity(rig: Rig, rules: Rulebook) -> int:
     return max(rig.ram_bytes - reserve, 0)
 
 
+def flash_attention_on(runtime: RuntimeSpec, rig: Rig, options: Options) -> bool:
+    """Whether flash attention is on: as asked, or under `auto` where every device's backend runs it
+    (the runtime declares which: rules/runtimes.toml flash_attention_backends)."""
+    if options.flash_attn in ("on", "off"):
+        return options.flash_attn == "on"
+    backends = {gpu_backend(g.spec) for g in rig.gpus} or {"cpu"}
+    return bool(runtime.flash_attention_backends) and backends <= set(runtime.flash_attention_backends)
+
+
 class Placer:
     """Places one (model, quant, runtime, options) on one rig; `at(ctx)` gives the placement."""
 
@@ -153,32 +166,57 @@ class Placer:
         self.layout = layout or mem.weights_layout(model, quant)
         self.caps = usable_capacity(rig, runtime, rules, options.memory_fraction)
         self.paged = runtime.kv_pool == "paged"
+        ts = options.tensor_split
+        if ts is not None and len(ts) != len(self.caps):
+            ts = None  # a split for another number of GPUs: by memory (the engine's callers check it)
+        self.split_weights = [int(x * GIB) for x in ts] if ts is not None else self.caps
         self.host_cap = host_capacity(rig, rules)
         self.split = options.split or runtime.default_split
         self.embed_on_host = runtime.embeddings_on_host
-        self.flash_attention = options.flash_attention or options.kv_type != "f16"
+        self.flash_attention = flash_attention_on(runtime, rig, options)
+        self.ubatch = options.ubatch or runtime.ubatch
+        self.kv_unified = runtime.default_unified_kv if options.kv_unified is None else options.kv_unified
+        self.fa_missing = (not self.flash_attention and options.kv_type != "f16"
+                           and runtime.kv_quant_needs_flash_attention)
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _kv(self, ctx: int) -> tuple[int, ...]:
+    def _streams(self, ctx: int) -> tuple[int, int, int]:
+        """(cells per KV stream, streams, sequences per stream): one stream per sequence, or one
+        shared by all when the cache is unified."""
         cells = mem.kv_cells(ctx, self.runtime, self.rules)
         # A paged pool starts when one request of the full context fits; the rest of it is shared by all.
-        sequences = 1 if self.paged else self.options.concurrency
-        return mem.kv_bytes_per_layer(self.model, cells, self.options.kv_type, self.rules, sequences)
+        n = 1 if self.paged else self.options.concurrency
+        return (cells * n, 1, n) if self.kv_unified else (cells, n, 1)
+
+    def _swa_cells(self, ctx: int) -> int:
+        span, _, seqs = self._streams(ctx)
+        return mem.swa_kv_cells(self.model, self.runtime, span, seqs, self.ubatch, self.options.swa_full)
+
+    def kv_per_layer(self, ctx: int) -> tuple[int, ...]:
+        """KV cache bytes of each layer for `concurrency` sequences of `ctx` tokens (one, for a paged pool)."""
+        span, streams, _ = self._streams(ctx)
+        return mem.kv_bytes_per_layer(self.model, span, self.options.kv_type, self.rules, streams,
+                                      swa_cells=self._swa_cells(ctx))
+
+    _kv = kv_per_layer
 
     def _overhead(self, ctx: int, holds_output: bool, heads: int | None = None, gpu: int = 0) -> int:
         """Runtime context (discrete GPUs only) plus the compute buffer on one GPU."""
-        cells = mem.kv_cells(ctx, self.runtime, self.rules) * (1 if self.paged else self.options.concurrency)
+        span, streams, seqs_per_stream = self._streams(ctx)
         unified = bool(self.rig.gpus) and self.rig.gpus[gpu].spec.unified_memory
         context = 0 if unified or not self.rig.gpus else mem.context_bytes(self.runtime)
         rt = self.runtime
         ubatch, seqs = self.batch_defaults(gpu)
+        if self.options.ubatch:
+            ubatch = self.options.ubatch
         if context and len(self.rig.gpus) >= 8:
             context += int(rt.context_mib_many_gpus * mem.MIB)
         if context and rt.cuda_graph_mib and not self.options.enforce_eager:
             context += int(rt.cuda_graph_mib * mem.MIB)
         return context + mem.compute_buffer_bytes(
-            self.model, rt, cells, holds_output=holds_output,
-            flash_attention=self.flash_attention, heads_on_device=heads, ubatch=ubatch, sequences=seqs)
+            self.model, rt, span, holds_output=holds_output,
+            flash_attention=self.flash_attention, heads_on_device=heads, ubatch=ubatch, sequences=seqs,
+            swa_cells=self._swa_cells(ctx), total_cells=span * streams)
 
     def batch_defaults(self, gpu: int = 0) -> tuple[int, int]:
         """(tokens per profile batch, requests per step) on this GPU: as asked, else the runtime's defaults,
@@ -192,23 +230,32 @@ class Placer:
                 seqs = rt.max_num_seqs_large or seqs
         return (self.options.max_num_batched_tokens or ubatch, self.options.max_num_seqs or seqs)
 
-    def _host(self, weights: int, kv: int, layers: int, gpu_bytes: int = 0) -> DeviceUse:
+    def _host(self, weights: int, kv: int, layers: int, gpu_bytes: int = 0, expert_bytes: int = 0) -> DeviceUse:
         """System RAM's share. On unified memory what the GPU holds comes out of the same RAM, and the
         GPU's working-set limit has already left the OS its share, so no separate reserve applies."""
         cap = max(self.rig.ram_bytes - gpu_bytes, 0) if self.rig.unified else self.host_cap
-        return DeviceUse("cpu", self.rig.cpu or "system RAM", weights, kv, 0, cap, layers)
+        return DeviceUse("cpu", self.rig.cpu or "system RAM", weights, kv, 0, cap, layers,
+                         expert_bytes=expert_bytes)
 
     # -- strategies ------------------------------------------------------------------------------
     def at(self, ctx: int) -> Placement:
         return replace(self._at(ctx), layout=self.layout)
 
     def _at(self, ctx: int) -> Placement:
+        if self.fa_missing:
+            return self._refused(ctx, f"{self.runtime.name} needs flash attention for a {self.options.kv_type} "
+                                      f"V cache, and it is off here")
         if self.rig.is_cpu_only:
             return self._cpu_only(ctx)
         if self.runtime.pipeline_split == "even" and (len(self.rig.gpus) > 1 or self.options.cpu_offload_gb):
             return self._staged(ctx)
+        explicit = self.options.n_gpu_layers is not None or self.options.cpu_expert_layers is not None
         if len(self.rig.gpus) > 1 and self.split == "tensor":
             placement = self._tensor_parallel(ctx)
+        elif explicit:  # the layers and experts the command line put where it put them
+            ngl = self.model.layers + 1 if self.options.n_gpu_layers is None else self.options.n_gpu_layers
+            return self._runs_or_not(self._layers(ctx, min(ngl, self.model.layers + 1),
+                                                  frozenset(self.options.cpu_expert_layers or ())))
         else:
             placement = self._layers(ctx, self.model.layers + 1)
         if placement.fits or placement.problem:
@@ -219,35 +266,41 @@ class Placer:
         kv = sum(self._kv(ctx))
         host = DeviceUse("cpu", self.rig.cpu or "system RAM", self.layout.total_bytes, kv,
                          self._overhead(ctx, True), self.host_cap,
-                         self.model.layers)
+                         self.model.layers, expert_bytes=sum(self.layout.expert_bytes))
         runs = host.fits
         return Placement("cpu_only", (), host, fits=False, runs=runs, gpu_layers=0,
                          problem="" if runs else "the weights and KV cache do not fit in system RAM")
 
-    def _layers(self, ctx: int, n_gpu_layers: int, cpu_expert_layers: int = 0) -> Placement:
-        """llama.cpp layer placement with `n_gpu_layers` (n_layer + 1 = everything incl. output)."""
+    def _layers(self, ctx: int, n_gpu_layers: int, cpu_experts: frozenset[int] = frozenset()) -> Placement:
+        """llama.cpp layer placement with `n_gpu_layers` (n_layer + 1 = everything incl. output); the
+        routed experts of the layers in `cpu_experts` stay in system RAM (`-ot blk.N.ffn_.*_exps=CPU`)."""
         n = self.model.layers
         kv = self._kv(ctx)
-        devs = llama_cpp_layer_devices(n, n_gpu_layers, self.caps)
+        devs = llama_cpp_layer_devices(n, n_gpu_layers, self.split_weights)
         w = [0] * len(self.caps)
         k = [0] * len(self.caps)
+        e = [0] * len(self.caps)
         nl = [0] * len(self.caps)
         host_w = self.layout.embed_bytes if self.embed_on_host else 0
-        host_k = 0
-        # MoE offload: the experts of the first `cpu_expert_layers` MoE layers stay in RAM.
-        moved = 0
+        host_k = host_e = 0
+        moved = []
         for il in range(n):
             d = devs[il]
             lw = self.layout.layer_bytes[il]
-            if d >= 0 and moved < cpu_expert_layers and self.layout.expert_bytes[il]:
-                host_w += self.layout.expert_bytes[il]
-                lw -= self.layout.expert_bytes[il]
-                moved += 1
+            ew = self.layout.expert_bytes[il]
+            if d >= 0 and il in cpu_experts and ew:
+                host_w += ew
+                host_e += ew
+                lw -= ew
+                ew = 0
+                moved.append(il)
             if d < 0:
                 host_w += lw
+                host_e += ew
                 host_k += kv[il]
             else:
                 w[d] += lw
+                e[d] += ew
                 k[d] += kv[il]
                 nl[d] += 1
         out_dev = devs[n]
@@ -268,16 +321,18 @@ class Placer:
         for i, g in enumerate(self.rig.gpus):
             over = self._overhead(ctx, holds_output=(i == out_dev), gpu=i) if (i in used) else 0
             devices.append(DeviceUse(g.label, g.name or g.spec.name, w[i], k[i], over, self.caps[i], nl[i],
-                                     i == out_dev))
-        host = self._host(host_w, host_k, n - sum(nl), gpu_bytes=sum(d.total_bytes for d in devices))
+                                     i == out_dev, e[i]))
+        host = self._host(host_w, host_k, n - sum(nl), gpu_bytes=sum(d.total_bytes for d in devices),
+                          expert_bytes=host_e)
         gpu_ok = all(d.fits for d in devices)
-        full = n_gpu_layers > n and cpu_expert_layers == 0
+        full = n_gpu_layers > n and not moved
         if full:
             strategy = "single_gpu" if len(used) <= 1 and len(self.caps) == 1 else "layer_split"
         else:
-            strategy = "moe_offload" if cpu_expert_layers else "cpu_offload"
+            strategy = "moe_offload" if moved and n_gpu_layers > n else "cpu_offload"
         return Placement(strategy, tuple(devices), host, fits=gpu_ok and full and host.fits,
-                         runs=gpu_ok and host.fits, gpu_layers=sum(nl), cpu_expert_layers=moved)
+                         runs=gpu_ok and host.fits, gpu_layers=sum(nl), cpu_expert_layers=len(moved),
+                         cpu_expert_set=tuple(moved))
 
     def _tensor_parallel(self, ctx: int) -> Placement:
         m, n = self.model, len(self.caps)
@@ -387,16 +442,7 @@ class Placer:
                              gpu_layers=best.gpu_layers,
                              problem=f"{self.runtime.name} cannot offload to system RAM and the GPUs are too small")
         if self.model.is_moe:
-            n_moe = sum(1 for b in self.layout.expert_bytes if b)
-            lo, hi = 1, n_moe
-            best = None
-            while lo <= hi:  # fewest expert layers in RAM that lets the GPUs fit
-                mid = (lo + hi) // 2
-                p = self._layers(ctx, self.model.layers + 1, cpu_expert_layers=mid)
-                if all(d.fits for d in p.devices):
-                    best, hi = p, mid - 1
-                else:
-                    lo = mid + 1
+            best = self._fill_experts(ctx)
             if best is not None:
                 return self._runs_or_not(best)
         lo, hi, best = 0, self.model.layers, None
@@ -411,13 +457,42 @@ class Placer:
             best = self._layers(ctx, 0)
         return self._runs_or_not(best)
 
+    def _fill_experts(self, ctx: int) -> Placement | None:
+        """MoE offload as llama.cpp's `--fit` does it: every layer's attention, dense and shared weights
+        and its KV cache on its GPU (layers spread by memory or `-ts`), then on every GPU as many of its
+        layers' routed experts as fit; the experts of the rest (each GPU's first layers) stay in RAM.
+        None when even without any experts a GPU overflows (then whole layers go to RAM)."""
+        n = self.model.layers
+        moe = [il for il in range(n) if self.layout.expert_bytes[il]]
+        bare = self._layers(ctx, n + 1, frozenset(moe))
+        if not all(d.fits for d in bare.devices):
+            return None
+        devs = llama_cpp_layer_devices(n, n + 1, self.split_weights)
+        cpu = set(moe)
+        for i, d in enumerate(bare.devices):
+            free = d.free_bytes
+            mine = [il for il in moe if devs[il] == i]
+            for il in reversed(mine):  # keep the last layers' experts; the first ones go to RAM
+                if self.layout.expert_bytes[il] <= free:
+                    free -= self.layout.expert_bytes[il]
+                    cpu.discard(il)
+                else:
+                    break
+        return self._layers(ctx, n + 1, frozenset(cpu))
+
     def _runs_or_not(self, p: Placement) -> Placement:
+        over = [d for d in p.devices if not d.fits]
+        if over:
+            d = over[0]
+            return replace(p, fits=False, runs=False,
+                           problem=f"{d.device} would need {d.total_bytes / GIB:.1f} GiB; "
+                                   f"{d.capacity_bytes / GIB:.1f} GiB is usable")
         if p.host.fits:
             return p
         need = p.host.total_bytes / GIB
         have = p.host.capacity_bytes / GIB
         return Placement(p.strategy, p.devices, p.host, fits=False, runs=False, gpu_layers=p.gpu_layers,
-                         cpu_expert_layers=p.cpu_expert_layers,
+                         cpu_expert_layers=p.cpu_expert_layers, cpu_expert_set=p.cpu_expert_set,
                          problem=f"the part that does not fit on the GPUs needs {need:.1f} GiB of system RAM; "
                                  f"{have:.1f} GiB is usable")
 
@@ -425,7 +500,9 @@ class Placer:
         """The largest context (multiple of 256, up to the model's maximum) that still fits fully
         (on a CPU-only rig: that still runs from system RAM)."""
         limit = self.model.max_context
-        ok = (lambda p: p.runs) if self.rig.is_cpu_only else (lambda p: p.fits)  # no GPU: what RAM holds
+        # no GPU, or a placement the command line fixed (-ngl, -ot): the largest context that still runs so
+        explicit = self.options.n_gpu_layers is not None or self.options.cpu_expert_layers is not None
+        ok = (lambda p: p.runs) if self.rig.is_cpu_only or explicit else (lambda p: p.fits)
         if not ok(self.at(256)):
             return 0
         if ok(self.at(limit)):

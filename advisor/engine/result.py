@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 from advisor.record import Record, record
+from advisor.engine.launch import Launch
 from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine.options import Options
 from advisor.engine.placement import Placement
@@ -194,6 +195,8 @@ class Report(Record):
     training: Training | None = None
     model_source: str = "catalog"
     """Where the architecture and weights came from: `catalog`, or a file/store and its path."""
+    launch: Launch | None = None
+    """The command that realises this answer (rules/launch.toml), when the runtime has a launcher."""
     serving: Serving | None = None
     """Paged-KV runtimes (vLLM, SGLang): the KV pool and how many requests run at once."""
     refusal: str = ""

@@ -95,6 +95,14 @@ class Rig(Record):
         return (a, b) in self.nvlink_pairs or (b, a) in self.nvlink_pairs
 
 
+BACKENDS = {"apple": "metal", "amd": "rocm", "intel": "sycl", "nvidia": "cuda"}
+"""The ggml backend llama.cpp builds for each GPU vendor (what runtime tables key on)."""
+
+
+def gpu_backend(spec: GpuSpec) -> str:
+    return BACKENDS.get(spec.vendor, "cuda")
+
+
 MAX_RIG_GPUS = 64
 """The most GPUs one rig (rig file, --gpu flags, owned GPUs in a plan) may hold."""
 

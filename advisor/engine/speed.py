@@ -22,7 +22,7 @@ from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
 from advisor.engine.placement import Placement
 from advisor.engine.result import ErrorBand
-from advisor.engine.rig import Rig
+from advisor.engine.rig import Rig, gpu_backend
 
 
 @record
@@ -39,13 +39,7 @@ class StepTimes(Record):
 
 
 def backend_of(gpu: GpuSpec, runtime: RuntimeSpec) -> str:
-    if gpu.vendor == "apple":
-        return "metal"
-    if gpu.vendor == "amd":
-        return "rocm"
-    if gpu.vendor == "intel":
-        return "sycl"
-    return "cuda"
+    return gpu_backend(gpu)
 
 
 PLACEMENT_KINDS = {"single_gpu": "one GPU", "layer_split": "layer split", "tensor_parallel": "tensor parallel",
@@ -93,26 +87,22 @@ def prefill_efficiency(gpu: GpuSpec, quant: QuantSpec, rules: Rulebook) -> float
     return _lookup(s.arch_efficiency, gpu.arch) * _lookup(s.kernel_factor, quant.kernel)
 
 
-def active_fraction(model: ModelSpec) -> float:
-    """Share of the routed-expert weights one token reads (1 for dense models)."""
+def active_fraction(model: ModelSpec, streams: int = 1) -> float:
+    """Share of the routed-expert weights one decode step reads (1 for dense models): k of E experts
+    for one token; for a batch of `streams` tokens the union of their choices, 1 - (1 - k/E)^streams
+    (routing taken as independent between tokens)."""
     if not model.is_moe or not model.experts:
         return 1.0
-    return model.experts_active / model.experts
+    k = model.experts_active / model.experts
+    return 1 - (1 - k) ** max(streams, 1)
 
 
-def _active_device_bytes(placement: Placement, layout: mem.WeightsLayout, model: ModelSpec) -> list[float]:
-    """Weights each GPU reads per token: its share of weights minus the experts a token skips."""
-    frac = active_fraction(model)
-    total_experts = sum(layout.expert_bytes)
-    total_w = sum(layout.layer_bytes) + layout.output_bytes
-    out = []
-    for d in placement.devices:
-        skipped = 0.0
-        if total_experts and total_w:
-            # experts are spread like the layers: the device's share of expert bytes is proportional.
-            skipped = d.weights_bytes * (total_experts / total_w) * (1 - frac)
-        out.append(max(d.weights_bytes - skipped, 0.0))
-    return out
+def _active_device_bytes(placement: Placement, layout: mem.WeightsLayout, model: ModelSpec,
+                         streams: int = 1) -> list[float]:
+    """Weights each GPU reads per decode step: everything but its routed experts (attention, router,
+    dense and shared-expert weights), plus the share of its experts the step's tokens choose."""
+    frac = active_fraction(model, streams)
+    return [max(d.weights_bytes - d.expert_bytes * (1 - frac), 0.0) for d in placement.devices]
 
 
 def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
@@ -128,7 +118,7 @@ def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSp
     layout = placement.layout or mem.weights_layout(model, quant)
     s = rules.speed.decode
     kv = kv_depth_bytes or [0] * len(placement.devices)
-    reads = _active_device_bytes(placement, layout, model)
+    reads = _active_device_bytes(placement, layout, model, streams)
     gpu_times = []
     for i, d in enumerate(placement.devices):
         if d.total_bytes == 0:
@@ -145,9 +135,8 @@ def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSp
         gpu_s = sum(gpu_times)
     host_s = 0.0
     if placement.host.weights_bytes and placement.strategy in ("cpu_offload", "moe_offload", "cpu_only"):
-        host_active = placement.host.weights_bytes
-        if placement.strategy == "moe_offload" or (placement.strategy == "cpu_only" and model.is_moe):
-            host_active = placement.host.weights_bytes * active_fraction(model)
+        host = placement.host
+        host_active = host.weights_bytes - host.expert_bytes * (1 - active_fraction(model, streams))
         if placement.strategy != "cpu_only" and runtime.embeddings_on_host or not model.tied_embeddings:
             host_active -= layout.embed_bytes  # a token reads one row of the input embedding, not all of it
         host_active = max(host_active, 0) + host_kv_bytes

@@ -113,8 +113,23 @@ def host_ram_bytes() -> int | None:
 
 def build_rig(catalog: Catalog, gpus: list[str] | None = None, nvlink: bool = False, pcie: str | None = None,
               ram: str | None = None, rig_file: Path | None = None, empty: bool = False,
-              detection: Detection | None = None) -> Rig:
-    """The rig the user described: rig file, else --gpu flags, else the detected machine."""
+              detection: Detection | None = None, ram_bw: str | None = None) -> Rig:
+    """The rig the user described: rig file, else --gpu flags, else the detected machine; `ram_bw`
+    (GB/s or a preset like ddr5-6000x2) replaces the RAM bandwidth of any of them."""
+    rig = _build_rig(catalog, gpus, nvlink, pcie, ram, rig_file, empty, detection)
+    if ram_bw is None:
+        return rig
+    from advisor.probe.flags import parse_ram_bw
+
+    if rig.unified:
+        raise AdvisorError("--ram-bw: on unified memory the RAM is the GPU's memory, with its bandwidth",
+                           "drop --ram-bw")
+    bw, basis = parse_ram_bw(ram_bw)
+    return dataclasses.replace(rig, ram_bandwidth_gb_s=bw, ram_bandwidth_basis=basis)
+
+
+def _build_rig(catalog: Catalog, gpus: list[str] | None, nvlink: bool, pcie: str | None, ram: str | None,
+               rig_file: Path | None, empty: bool, detection: Detection | None) -> Rig:
     if rig_file is not None:
         if gpus:
             raise AdvisorError("--rig and --gpu both describe the rig", "use one of them")

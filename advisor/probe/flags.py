@@ -31,6 +31,33 @@ def parse_ram(text: str | float) -> int:
     return int(gb * GIB)
 
 
+RAM_PRESET = r"^(lp)?ddr([45])x?-(\d{3,5})x(\d{1,2})$"
+"""`ddr4-3200x2`, `ddr5-6000x2`, `ddr5-4800x8`, `ddr5-6400x12`, `lpddr5x-8533x8`: generation, MT/s, channels."""
+
+
+def parse_ram_bw(text: str) -> tuple[float, str]:
+    """`--ram-bw`: GB/s, or a preset `ddr5-6000x2` (type-speed x channels) -> (peak GB/s, basis). A DDR
+    channel is 64 bits (8 bytes) wide, DDR5's two 32-bit subchannels together, LPDDR's counted as 64-bit
+    channels too: peak = channels x 8 bytes x MT/s (JEDEC JESD79-4/JESD79-5)."""
+    import re
+
+    from advisor.numbers import parse_float
+
+    m = re.match(RAM_PRESET, text.strip().lower())
+    if m:
+        mts, ch = int(m.group(3)), int(m.group(4))
+        if not (800 <= mts <= 20000 and 1 <= ch <= 24):
+            raise AdvisorError(f"--ram-bw {text}: {mts} MT/s x {ch} channels is not a memory system",
+                               "e.g. ddr4-3200x2, ddr5-6000x2, ddr5-4800x8, ddr5-6400x12")
+        gb_s = ch * 8 * mts / 1000
+        return gb_s, f"{text.strip().lower()}: {ch} channels x 8 bytes x {mts} MT/s = {gb_s:g} GB/s peak"
+    try:
+        return parse_float(text, "--ram-bw", 0, 1e5, lo_open=True), "given with --ram-bw"
+    except AdvisorError:
+        raise AdvisorError(f"--ram-bw {text!r} is neither GB/s nor a preset",
+                           "e.g. --ram-bw 90 or ddr4-3200x2, ddr5-6000x2, ddr5-4800x8, ddr5-6400x12") from None
+
+
 def rig_from_flags(catalog: Catalog, gpus: list[str], nvlink: bool = False, pcie: str | None = None,
                    ram: str | float | None = None, default_ram_bytes: int | None = None,
                    ram_bandwidth_gb_s: float | None = None) -> Rig:

@@ -5,6 +5,7 @@
 name = "two 3090s on an X570 board"   # optional
 ram_gib = 64                          # system RAM for offload
 ram_bandwidth_gb_s = 48               # optional (default: rules/memory.toml)
+ram = "ddr5-6000x2"                   # optional instead: type-speed x channels (peak = channels x 8 B x MT/s)
 cpu = "AMD Ryzen 9 5950X"             # optional
 p2p = false                           # optional: PCIe peer-to-peer works between the GPUs
 nvlink = [[0, 1]]                     # optional: GPU index pairs joined by NVLink
@@ -53,6 +54,9 @@ class RigHead(Record):
     """System RAM for offload, GiB (default: the rulebook's)."""
     ram_bandwidth_gb_s: float | None = None
     """System RAM bandwidth, GB/s (default: the rulebook's)."""
+    ram: str | None = None
+    """System RAM as a preset, `ddr5-6000x2` (type-speed x channels): its peak bandwidth, when
+    `ram_bandwidth_gb_s` is not given."""
     cpu: str = ""
     """The CPU, in words."""
     p2p: bool | None = None
@@ -127,6 +131,15 @@ def rig_from_data(catalog: Catalog, data: dict[str, Any], where: str) -> Rig:
     host = catalog.rules.memory.host
     ram = int((head.ram_gib if head.ram_gib is not None else host.default_ram_gib) * GIB)
     bw = head.ram_bandwidth_gb_s
+    bw_basis = "rig file"
+    if bw is None and head.ram:
+        from advisor.probe.flags import parse_ram_bw
+
+        try:
+            bw, bw_basis = parse_ram_bw(head.ram)
+        except AdvisorError as exc:
+            raise AdvisorError(f"{where}: [rig] ram = {head.ram!r}: {exc.message}", exc.hint) from None
+        bw_basis = f"rig file, {bw_basis}"
     gpus: list[RigGpu] = []
     entries = data.get("gpu", [])
     if not isinstance(entries, list):
@@ -176,7 +189,7 @@ def rig_from_data(catalog: Catalog, data: dict[str, Any], where: str) -> Rig:
     return Rig(gpus=tuple(gpus), ram_bytes=gpus[0].spec.vram_bytes if unified else ram,
                ram_bandwidth_gb_s=bw if bw is not None
                else (gpus[0].spec.memory_bandwidth_gb_s if unified else float(host.default_ram_bandwidth_gb_s)),
-               ram_bandwidth_basis="rig file" if bw is not None else DEFAULT_RAM_BW_BASIS,
+               ram_bandwidth_basis=bw_basis if bw is not None else DEFAULT_RAM_BW_BASIS,
                nvlink_pairs=tuple(pairs), p2p=head.p2p, topology=topo, cpu=one_line(head.cpu, 200), source="rig-file",
                network=network)
 

@@ -76,6 +76,12 @@ def check_json(r: Report) -> dict[str, Any]:
         },
         "findings": [{"code": f.code, "severity": f.severity, "message": f.message} for f in r.findings],
     }
+    if r.launch is not None:
+        lc = r.launch
+        out["launch"] = {"command": lc.command, "runtime": lc.runtime, "launcher": lc.launcher,
+                         "env": {k: v for k, v in lc.env}, "modelfile": lc.modelfile or None}
+    if r.options.command_notes:
+        out["command_notes"] = list(r.options.command_notes)
     if r.serving is not None:
         out["serving"] = serving_json(r)
     if r.refusal:

@@ -110,8 +110,20 @@ def document(r: Report) -> list[Section]:
              f"{t.step_compute_s:.2f} s / {t.step_comm_s:.2f} s" if t.step_compute_s is not None else "—"),
             ("tokens/s", f"{t.tokens_per_s:,.0f}" if t.tokens_per_s else "—"),
         ), lines=(t.basis,)))
+    if r.launch is not None:
+        secs.append(Section("Run it", (), lines=run_it_lines(r)))
     secs.append(Section("Findings", tuple((f.code, f.severity, f.message) for f in r.findings)))
     return secs
+
+
+def run_it_lines(r: Report) -> tuple[str, ...]:
+    """The command that realises the answer (and an Ollama Modelfile with its settings)."""
+    lc = r.launch
+    if lc is None:
+        return ()
+    if lc.modelfile:
+        return ("Modelfile:", *(f"  {line}" for line in lc.modelfile.splitlines()), lc.command)
+    return (lc.command,)
 
 
 def use_color(stream=None) -> bool:
@@ -156,6 +168,9 @@ def render_markdown(r: Report) -> str:
         out.append("")
         header = sec.header or (("code", "severity", "message") if sec.title == "Findings" else ("", ""))
         rows = sec.rows
+        if sec.title == "Run it":
+            out += ["```", *sec.lines, "```", ""]
+            continue
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "---|" * len(header))
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]

@@ -188,5 +188,5 @@ class Answer(VerticalScroll):
         self.query_one("#answer-grid").display = True
         secs = {s.title.split(" ")[0].lower(): s for s in document(r)}
         for key in ("answer", "choices", "launch", "speed", "training", "interconnect", "findings"):
-            self.query_one(f"#sec-{key}", SectionView).show(secs.get(key))
+            self.query_one(f"#sec-{key}", SectionView).show(secs.get("run" if key == "launch" else key))
         self.scroll_home(animate=False)  # a new answer starts at its verdict

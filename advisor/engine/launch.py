@@ -1,0 +1,427 @@
+"""Command lines in and out: the command that realises an answer, and the answer for a command line.
+
+What each program calls a setting lives in rules/launch.toml (launchers, their flags, what they write);
+this module knows only the settings (`ctx_total`, `parallel`, `n_gpu_layers`, `override_tensor`, ...),
+never a program's name. `launch_for` writes the command for a placement the engine chose; `parse_command`
+reads one back into a `ParsedCommand`, whose `options()` are the engine's Options for exactly that
+configuration: feeding an emitted command back gives the same placement (tests/test_launch.py).
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from advisor.record import Record, record
+from advisor.catalog.rulebook import LaunchFlag, Launcher, LaunchRules
+from advisor.errors import AdvisorError
+
+MAX_COMMAND_CHARS = 16384
+MAX_OVERRIDE_CHARS = 4096
+_EXPERT_TENSORS = ("ffn_up_exps", "ffn_gate_exps", "ffn_down_exps")
+
+
+@record
+class Launch(Record):
+    """The command that realises an answer."""
+
+    runtime: str
+    """rules/runtimes.toml id."""
+    launcher: str
+    """rules/launch.toml launcher id."""
+    command: str
+    """The command line (argv launchers) or `ollama create` plus `ollama run` (Modelfile launchers)."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Environment variables to set first (Ollama's server settings)."""
+    modelfile: str = ""
+    """The Modelfile text, for launchers that use one."""
+
+
+@record
+class ParsedCommand(Record):
+    """A command line as settings."""
+
+    launcher: str
+    runtime: str
+    settings: tuple[tuple[str, str], ...]
+    """(setting, value) in the order given; `override_tensor` may repeat."""
+    notes: tuple[str, ...] = ()
+    """Unknown flags (named), flags the advisor does not model, values it read only in part."""
+    ignored: tuple[str, ...] = ()
+    """Flags read and known to change neither memory nor speed."""
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        found = [v for k, v in self.settings if k == name]
+        return found[-1] if found else default
+
+    def all(self, name: str) -> list[str]:
+        return [v for k, v in self.settings if k == name]
+
+
+def launcher_flags(rules: LaunchRules, launcher_id: str) -> dict[str, LaunchFlag]:
+    """A launcher's flags with those of the launcher it is `like` underneath."""
+    seen: set[str] = set()
+    chain: list[Launcher] = []
+    lid = launcher_id
+    while lid and lid not in seen:
+        seen.add(lid)
+        entry = rules.launcher[lid]
+        chain.append(entry)
+        lid = entry.like
+    flags: dict[str, LaunchFlag] = {}
+    for entry in reversed(chain):
+        flags.update(entry.flags)
+    return flags
+
+
+def _emit_order(rules: LaunchRules, launcher_id: str) -> tuple[str, ...]:
+    lid = launcher_id
+    seen: set[str] = set()
+    while lid and lid not in seen:
+        seen.add(lid)
+        if rules.launcher[lid].emit:
+            return tuple(rules.launcher[lid].emit)
+        lid = rules.launcher[lid].like
+    return ()
+
+
+def launchers_for(rules: LaunchRules, runtime: str) -> list[str]:
+    return [lid for lid, entry in rules.launcher.items() if entry.runtime == runtime]
+
+
+# --- out: the command for an answer ------------------------------------------------------------
+
+def settings_for(*, model_file: str, ctx: int, concurrency: int, kv_unified: bool, n_layers: int,
+                 gpu_layers_arg: int, split_rows: bool, tensor_split: tuple[float, ...] | None,
+                 cpu_expert_set: tuple[int, ...], moe_layers: tuple[int, ...], flash_attention: bool,
+                 kv_type: str, ubatch: int | None, swa_full: bool, prompt_tokens: int) -> dict[str, str | None]:
+    """The answer's settings by name (None: not written, the program's default is the answer's)."""
+    cpu = sorted(cpu_expert_set)
+    n_cpu_moe = cpu_moe = override = None
+    if cpu and cpu == list(moe_layers):
+        cpu_moe = ""
+    elif cpu and cpu == [il for il in moe_layers if il <= cpu[-1]]:  # --n-cpu-moe N: blk.0 .. N-1
+        n_cpu_moe = str(cpu[-1] + 1)
+    elif cpu:
+        override = "blk\\.(" + "|".join(str(i) for i in cpu) + ")\\.ffn_(up|down|gate)_exps\\.=CPU"
+    return {
+        "model": model_file,
+        "ctx_total": str(ctx * concurrency),
+        "parallel": str(concurrency),
+        "kv_unified": "" if kv_unified else None,
+        "n_gpu_layers": str(gpu_layers_arg),
+        "split_mode": "row" if split_rows else None,
+        "tensor_split": ",".join(f"{x:g}" for x in tensor_split) if tensor_split else None,
+        "cpu_moe": cpu_moe,
+        "n_cpu_moe": n_cpu_moe,
+        "override_tensor": override,
+        "flash_attn": "on" if flash_attention else "off",
+        "cache_type_k": kv_type if kv_type != "f16" else None,
+        "cache_type_v": kv_type if kv_type != "f16" else None,
+        "ubatch": str(ubatch) if ubatch else None,
+        "swa_full": "" if swa_full else None,
+        "n_prompt": str(prompt_tokens),
+        "n_gen": "128",
+        "ctx_per_seq": str(ctx),
+    }
+
+
+def render(rules: LaunchRules, launcher_id: str, values: dict[str, str | None]) -> Launch:
+    """Write the settings as the launcher spells them."""
+    entry = rules.launcher[launcher_id]
+    flags = launcher_flags(rules, launcher_id)
+    if entry.style == "modelfile":
+        return _render_modelfile(entry, launcher_id, flags, values)
+    words = [entry.program]
+    order = _emit_order(rules, launcher_id)
+    for name in order:
+        if name == "n_cpu_moe" and values.get("cpu_moe") is not None:
+            name = "cpu_moe"
+        value = values.get(name)
+        if value is None or name not in flags:
+            continue
+        flag = flags[name]
+        words.append(flag.names[0])
+        if flag.value != "switch":
+            words.append(value)
+    return Launch(entry.runtime, launcher_id, shlex.join(words))
+
+
+def _render_modelfile(entry: Launcher, launcher_id: str, flags: dict[str, LaunchFlag],
+                      values: dict[str, str | None]) -> Launch:
+    lines, env = [], []
+    for name, flag in flags.items():
+        value = values.get(name)
+        if value is None or (name == "cache_type_k" and value == "f16"):
+            continue
+        if flag.value == "fa":
+            value = "1" if value == "on" else "0"
+        for spelling in flag.names:
+            if spelling == "FROM":
+                lines.insert(0, f"FROM ./{value}")
+            elif spelling.startswith("PARAMETER "):
+                lines.append(f"{spelling} {value}")
+            elif spelling.isupper():
+                if name == "ctx_per_seq":
+                    continue  # num_ctx in the Modelfile says it already
+                env.append((spelling, value))
+            break
+    name = values.get("model", "model") or "model"
+    tag = re.sub(r"[^a-z0-9._-]+", "-", name.lower().removesuffix(".gguf"))[:60] or "model"
+    envs = " ".join(f"{k}={v}" for k, v in env)
+    command = f"{envs + ' ' if envs else ''}ollama serve & ollama create {tag} -f Modelfile && ollama run {tag}"
+    return Launch(entry.runtime, launcher_id, command, env=tuple(env), modelfile="\n".join(lines) + "\n")
+
+
+# --- in: a command line as settings ------------------------------------------------------------
+
+def parse_command(rules: LaunchRules, text: str, runtime: str | None = None) -> ParsedCommand:
+    """Read a command line: its program picks the launcher (the runtime's, when several share a program
+    name, else the one that knows every flag given); each flag becomes a setting. Unknown flags are named
+    in `notes`, never dropped silently."""
+    if len(text) > MAX_COMMAND_CHARS:
+        raise AdvisorError(f"--cmd is {len(text)} characters long", f"use at most {MAX_COMMAND_CHARS}")
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise AdvisorError(f"--cmd: cannot split the command line ({exc})", "check its quotes") from None
+    if not words:
+        raise AdvisorError("--cmd is empty", "give the command line, e.g. --cmd \"llama-server -m x.gguf -c 8192\"")
+    program = words[0].rsplit("/", 1)[-1].removesuffix(".exe")
+    if program == "python" or program.startswith("python3"):
+        program = " ".join(words[:3]) if len(words) > 2 and words[1] == "-m" else program
+    candidates = [lid for lid, e in rules.launcher.items() if e.program == program and e.style == "argv"]
+    if not candidates:
+        known = sorted({e.program for e in rules.launcher.values() if e.style == "argv"})
+        raise AdvisorError(f"--cmd: {program!r} is not a program the advisor reads",
+                           f"it reads: {', '.join(known)}")
+    if runtime:
+        preferred = [lid for lid in candidates if rules.launcher[lid].runtime == runtime]
+        candidates = preferred or candidates
+    parses = [_parse_words(rules, lid, words[1:]) for lid in candidates]
+    unknown_counts = [sum(1 for n in p.notes if n.startswith("unknown")) for p in parses]
+    return parses[unknown_counts.index(min(unknown_counts))]
+
+
+def _parse_words(rules: LaunchRules, launcher_id: str, args: list[str]) -> ParsedCommand:
+    flags = launcher_flags(rules, launcher_id)
+    by_name: dict[str, tuple[str, LaunchFlag]] = {}
+    for setting, flag in flags.items():
+        for spelling in flag.names:
+            by_name[spelling] = (setting, flag)
+    settings: list[tuple[str, str]] = []
+    notes: list[str] = []
+    ignored: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        i += 1
+        name, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        if name not in by_name:
+            if word.startswith("-") and len(word) > 1:
+                value = ""
+                if not eq and i < len(args) and not args[i].startswith("-"):
+                    value = f" {args[i]}"
+                    i += 1
+                notes.append(f"unknown flag {word}{value}: not read")
+            else:
+                notes.append(f"unknown argument {word!r}: not read")
+            continue
+        setting, flag = by_name[name]
+        value = inline if eq else ""
+        if flag.value == "switch":
+            value = "on"
+        elif flag.value == "fa":
+            if not eq and i < len(args) and args[i].lower() in ("on", "off", "auto", "1", "0", "true", "false"):
+                value = args[i]
+                i += 1
+            value = {"1": "on", "0": "off", "true": "on", "false": "off"}.get(value.lower(), value.lower() or "on")
+        elif not eq:
+            if i >= len(args):
+                raise AdvisorError(f"--cmd: {name} needs a value", f"e.g. {name} {_example(flag.value)}")
+            value = args[i]
+            i += 1
+        if setting.startswith("ignored") or flag.why and not setting.startswith("unmodelled"):
+            ignored.append(name)
+            continue
+        if setting.startswith("unmodelled"):
+            notes.append(f"{name} {value if flag.value != 'switch' else ''}".rstrip() + f": {flag.why}")
+            continue
+        if flag.value == "list" and "," in value and setting in ("n_prompt", "n_gen"):
+            notes.append(f"{name} {value}: a sweep; the answer is for the first value")
+            value = value.split(",")[0]
+        settings.append((setting, value))
+    entry = rules.launcher[launcher_id]
+    return ParsedCommand(launcher_id, entry.runtime, tuple(settings), tuple(notes), tuple(ignored))
+
+
+def _example(kind: str) -> str:
+    return {"int": "8192", "float": "0.9", "list": "3,1", "path": "model.gguf", "layers": "99"}.get(kind, "VALUE")
+
+
+def _int(parsed: ParsedCommand, name: str, lo: int, hi: int) -> int | None:
+    text = parsed.get(name)
+    if text is None:
+        return None
+    from advisor.numbers import parse_int
+
+    return parse_int(text, f"--cmd {name}", lo, hi, suffixes=True)
+
+
+def expert_layers_from_overrides(patterns: list[str], n_layers: int) -> tuple[int, ...] | None:
+    """The layers whose routed-expert tensors `-ot REGEX=CPU` patterns send to system RAM (each pattern
+    matched against llama.cpp's tensor names as llama.cpp matches them: a search, first match wins)."""
+    if not patterns:
+        return None
+    rules = []
+    for text in patterns:
+        if len(text) > MAX_OVERRIDE_CHARS:
+            raise AdvisorError("--cmd: an -ot pattern is too long", f"use at most {MAX_OVERRIDE_CHARS} characters")
+        for part in text.split(","):
+            regex, eq, buffer = part.rpartition("=")
+            if not eq or not regex:
+                raise AdvisorError(f"--cmd: -ot {part!r} is not PATTERN=BUFFER", "e.g. -ot exps=CPU")
+            try:
+                rules.append((re.compile(regex), buffer.strip().upper()))
+            except re.error as exc:
+                raise AdvisorError(f"--cmd: -ot {regex!r} is not a regular expression ({exc})",
+                                   "e.g. -ot 'blk\\.(1[0-9])\\.ffn_.*_exps\\.=CPU'") from None
+    cpu = []
+    for il in range(n_layers):
+        names = [f"blk.{il}.{t}.weight" for t in _EXPERT_TENSORS]
+        for regex, buffer in rules:
+            if any(regex.search(nm) for nm in names):
+                if buffer.startswith("CPU"):
+                    cpu.append(il)
+                break
+    return tuple(cpu)
+
+
+def quant_in_name(file_name: str, quant_ids: list[str]) -> tuple[str, str | None]:
+    """(`model part`, `quant id`) of a GGUF file name like `Qwen3-235B-A22B-Q4_K_M.gguf` or
+    `gpt-oss-120b-mxfp4-00001-of-00003.gguf` (the quant: the longest id the name ends with)."""
+    stem = file_name.rsplit("/", 1)[-1]
+    stem = re.sub(r"\.gguf$", "", stem, flags=re.IGNORECASE)
+    stem = re.sub(r"-\d{5}-of-\d{5}$", "", stem)
+    lower = stem.lower()
+    for q in sorted(quant_ids, key=len, reverse=True):
+        ql = q.lower()
+        if lower.endswith(ql) and (len(lower) == len(ql) or lower[-len(ql) - 1] in "-._"):
+            return stem[: -len(ql) - 1] if len(lower) > len(ql) else stem, q
+    return stem, None
+
+
+def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_layers: tuple[int, ...],
+                         max_context: int, n_gpus: int, quant: str | None):
+    """The engine's Options for exactly the parsed configuration (`base` supplies what a command line
+    cannot say: the workload, the prompt length unless llama-bench gives it)."""
+    from dataclasses import replace
+
+    from advisor.engine.options import KV_TYPES
+
+    changes: dict = {"runtime": parsed.runtime, "command_notes": parsed.notes}
+    if quant:
+        changes["quant"] = quant
+    np_ = _int(parsed, "parallel", 1, 4096)
+    if np_ is None:
+        np_ = 1
+    unified = parsed.get("kv_unified") is not None
+    changes["concurrency"] = np_
+    changes["kv_unified"] = unified
+    total = _int(parsed, "ctx_total", 0, 16 * 1024 * 1024)
+    per_seq = _int(parsed, "ctx_per_seq", 1, 16 * 1024 * 1024)
+    n_prompt = _int(parsed, "n_prompt", 0, 16 * 1024 * 1024)
+    n_gen = _int(parsed, "n_gen", 0, 16 * 1024 * 1024)
+    if per_seq is not None:
+        changes["ctx"] = per_seq
+    elif total:
+        changes["ctx"] = max(total // np_, 1)
+    elif n_prompt is not None or n_gen is not None:  # llama-bench: one sequence of prompt + generated tokens
+        changes["ctx"] = max((n_prompt or 0) + (n_gen if n_gen is not None else 128), 1)
+    else:  # -c 0 or none: llama.cpp takes the model's training context
+        changes["ctx"] = max(max_context // np_, 1)
+    if n_prompt:
+        changes["prompt_tokens"] = n_prompt
+    fa = parsed.get("flash_attn")
+    if fa is not None:
+        if fa not in ("on", "off", "auto"):
+            raise AdvisorError(f"--cmd: flash attention {fa!r}", "use on, off or auto")
+        changes["flash_attn"] = fa
+    ctk, ctv = parsed.get("cache_type_k"), parsed.get("cache_type_v")
+    if ctk or ctv:
+        k, v = (ctk or "f16").lower(), (ctv or "f16").lower()
+        if k != v:
+            raise AdvisorError(f"--cmd: K cache {k} and V cache {v} differ",
+                               "the advisor plans one type for both; give the same -ctk and -ctv")
+        if k not in KV_TYPES:
+            raise AdvisorError(f"--cmd: KV cache type {k!r}", f"use one of: {', '.join(KV_TYPES)}")
+        changes["kv_type"] = k
+    ub = _int(parsed, "ubatch", 1, 1_000_000)
+    if ub is not None:
+        changes["ubatch"] = ub
+    if parsed.get("swa_full") is not None:
+        changes["swa_full"] = True
+    ngl = parsed.get("n_gpu_layers")
+    if ngl is not None and ngl.lower() not in ("auto", "-1"):
+        if ngl.lower() == "all":
+            changes["n_gpu_layers"] = n_layers + 1
+        else:
+            changes["n_gpu_layers"] = min(_int(parsed, "n_gpu_layers", 0, 1_000_000) or 0, n_layers + 1)
+    mode = (parsed.get("split_mode") or "").lower()
+    if mode:
+        if mode not in ("layer", "row", "none", "graph"):
+            raise AdvisorError(f"--cmd: split mode {mode!r}", "use layer, row or none")
+        if mode == "none" and n_gpus > 1:
+            raise AdvisorError("--cmd: -sm none uses one GPU of this rig", "describe that one GPU with --gpu")
+        changes["split"] = "tensor" if mode in ("row", "graph") else "layer"
+    ts = parsed.get("tensor_split")
+    if ts is not None:
+        try:
+            parts = tuple(float(x) for x in re.split(r"[,/]", ts) if x.strip())
+        except ValueError:
+            raise AdvisorError(f"--cmd: -ts {ts!r} is not a list of numbers", "e.g. -ts 3,1") from None
+        if not parts or any(not 0 <= x < 1e6 for x in parts) or sum(parts) <= 0:
+            raise AdvisorError(f"--cmd: -ts {ts!r}", "give one non-negative share per GPU, e.g. -ts 3,1")
+        parts = parts + (0.0,) * max(n_gpus - len(parts), 0)
+        if len(parts) > n_gpus:
+            raise AdvisorError(f"--cmd: -ts {ts} names {len(parts)} GPUs; the rig has {n_gpus}",
+                               "describe the rig with --gpu")
+        changes["tensor_split"] = parts
+    cpu: set[int] | None = None
+    if parsed.get("cpu_moe") is not None:
+        cpu = set(moe_layers)
+    n_cpu_moe = _int(parsed, "n_cpu_moe", 0, 1_000_000)
+    if n_cpu_moe is not None:
+        cpu = (cpu or set()) | set(range(min(n_cpu_moe, n_layers)))
+    over = expert_layers_from_overrides(parsed.all("override_tensor"), n_layers)
+    if over is not None:
+        cpu = (cpu or set()) | set(over)
+    if cpu is not None:
+        changes["cpu_expert_layers"] = tuple(sorted(il for il in cpu if il in set(moe_layers)))
+        changes.setdefault("n_gpu_layers", n_layers + 1)
+    return replace(base, **changes)
+
+
+def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, options, ctx: int,
+               n_layers: int) -> Launch | None:
+    """The command that realises this placement with the first launcher rules/launch.toml declares for
+    the runtime `rt` (None: it has none yet)."""
+    ids = launchers_for(rules, rt.id)
+    if not ids or not placement.runs:
+        return None
+    layout = placement.layout
+    moe = tuple(il for il, b in enumerate(layout.expert_bytes) if b) if layout is not None else ()
+    if placement.strategy == "cpu_only":
+        ngl = 0
+    elif placement.strategy in ("cpu_offload",):
+        ngl = placement.gpu_layers
+    else:
+        ngl = n_layers + 1
+    values = settings_for(
+        model_file=model_file, ctx=ctx, concurrency=options.concurrency, kv_unified=placer.kv_unified,
+        n_layers=n_layers, gpu_layers_arg=ngl, split_rows=placement.strategy == "tensor_parallel",
+        tensor_split=options.tensor_split, cpu_expert_set=placement.cpu_expert_set, moe_layers=moe,
+        flash_attention=placer.flash_attention, kv_type=options.kv_type, ubatch=options.ubatch,
+        swa_full=options.swa_full, prompt_tokens=options.prompt_tokens)
+    return render(rules, ids[0], values)
