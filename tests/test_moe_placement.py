@@ -88,3 +88,17 @@ def test_a_batch_reads_the_union_of_chosen_experts(catalog):
     rig = rig_from_flags(catalog, [], ram=128)
     r = evaluate(catalog, rig, catalog.models["qwen3-30b-a3b"], Options(quant="Q4_K_M", concurrency=8, ctx=4096))
     assert r.speed.aggregate_decode_tokens_per_s < 4 * r.speed.decode_tokens_per_s
+
+
+def test_two_macs_each_keep_their_own_unified_memory(catalog, tmp_path):
+    """Two M3 Ultra 512 GB joined by Thunderbolt: the embedding's host RAM is the first Mac's, less what
+    its own GPU holds, not less what both GPUs hold (DeepSeek R1 Q6_K was 'does not run' with ~100 GiB
+    free per machine)."""
+    from advisor.probe.rigfile import load_rig
+
+    path = tmp_path / "macs.toml"
+    path.write_text('[rig]\nnetwork = "thunderbolt5"\n\n[[gpu]]\nid = "m3-ultra-512gb"\nnode = 0\n\n'
+                    '[[gpu]]\nid = "m3-ultra-512gb"\nnode = 1\n')
+    rig = load_rig(catalog, path)
+    r = evaluate(catalog, rig, catalog.models["deepseek-r1"], Options(quant="Q6_K"))
+    assert r.runs and r.fits, r.placement.problem

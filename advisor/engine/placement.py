@@ -231,8 +231,9 @@ class Placer:
         return (self.options.max_num_batched_tokens or ubatch, self.options.max_num_seqs or seqs)
 
     def _host(self, weights: int, kv: int, layers: int, gpu_bytes: int = 0, expert_bytes: int = 0) -> DeviceUse:
-        """System RAM's share. On unified memory what the GPU holds comes out of the same RAM, and the
-        GPU's working-set limit has already left the OS its share, so no separate reserve applies."""
+        """System RAM's share (the first machine's, where the process that keeps the embedding runs). On
+        unified memory what that machine's GPU holds comes out of the same RAM, and the GPU's working-set
+        limit has already left the OS its share, so no separate reserve applies."""
         cap = max(self.rig.ram_bytes - gpu_bytes, 0) if self.rig.unified else self.host_cap
         return DeviceUse("cpu", self.rig.cpu or "system RAM", weights, kv, 0, cap, layers,
                          expert_bytes=expert_bytes)
@@ -322,7 +323,8 @@ class Placer:
             over = self._overhead(ctx, holds_output=(i == out_dev), gpu=i) if (i in used) else 0
             devices.append(DeviceUse(g.label, g.name or g.spec.name, w[i], k[i], over, self.caps[i], nl[i],
                                      i == out_dev, e[i]))
-        host = self._host(host_w, host_k, n - sum(nl), gpu_bytes=sum(d.total_bytes for d in devices),
+        host = self._host(host_w, host_k, n - sum(nl), gpu_bytes=sum(d.total_bytes for g, d in zip(self.rig.gpus, devices)
+                                            if g.node == self.rig.gpus[0].node),
                           expert_bytes=host_e)
         gpu_ok = all(d.fits for d in devices)
         full = n_gpu_layers > n and not moved
