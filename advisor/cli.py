@@ -199,7 +199,7 @@ def _check_parser(sub) -> None:
     _model_args(p, optional=True)
     p.add_argument("--cmd", metavar="COMMAND",
                    help="answer for exactly this command line: llama-server, llama-cli, llama-bench (and "
-                        "ik_llama.cpp's flags); MODEL may then be left out when -m names a file or a catalog "
+                        "ik_llama.cpp's flags), vllm serve MODEL; MODEL may then be left out when -m names a file or a catalog "
                         "model with its quant (qwen3-32b-Q4_K_M.gguf). Unknown flags are named in the answer")
     _serving_args(p)
     _rig_args(p)
