@@ -108,8 +108,14 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True, optional: bool =
     g.add_argument("--prompt-tokens", type=_whole("--prompt-tokens", 100_000_000), default=DEFAULT_PROMPT_TOKENS,
                    metavar="N",
                    help=f"prompt length for the prefill estimate (default {DEFAULT_PROMPT_TOKENS})")
-    g.add_argument("--kv-cache", "--kv-cache-dtype", dest="kv_cache", type=_kv_type, default="f16",
-                   metavar="TYPE", help="KV cache type: f16 (default), q8_0, q4_0; fp8 for vLLM")
+    g.add_argument("--kv-cache", "--kv-cache-dtype", dest="kv_cache", type=_kv_type, default=None,
+                   metavar="TYPE", help="KV cache type: f16, q8_0, q4_0; fp8 for vLLM (default: f16, or q8_0 "
+                                        "where that fits a better quantization)")
+    g.add_argument("--min-quality", metavar="Q",
+                   help="lowest quantization the automatic choice may pick (lowers the default quality floor, "
+                        "rules/quality.toml)")
+    g.add_argument("--allow-low-bit", action="store_true",
+                   help="no quality floor: 2-bit and 1-bit quantizations may be chosen")
     g.add_argument("--runtime", default="llama.cpp", metavar="R",
                    help="runtime id (default llama.cpp; `advisor runtimes` lists them and what each does)")
     g.add_argument("--split", choices=("layer", "tensor"), default=None,
@@ -122,6 +128,15 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True, optional: bool =
                    metavar="N", help="training: sequences per GPU per step")
     g.add_argument("--seq-len", type=_whole("--seq-len", 100_000_000), default=2048,
                    metavar="N", help="training: tokens per sequence")
+    g.add_argument("--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false",
+                   help="training: store every layer's activations (checkpointing is on by default, as in every trainer)")
+    g.add_argument("--optimizer", metavar="OPT",
+                   help="training: adamw (default, fp32 state), adamw-8bit, adamw-bf16, sgd")
+    g.add_argument("--sharding", default="auto", metavar="S",
+                   help="training on several GPUs: auto (default: the least that fits), ddp, zero1, zero2, "
+                        "zero3 or fsdp (FSDP+QLoRA for qlora)")
+    g.add_argument("--lora-rank", type=_whole("--lora-rank", 65_536), metavar="R",
+                   help="training: LoRA rank on every linear layer (default 16)")
     g.add_argument("--flash-attn", nargs="?", const="on", default="auto", choices=("auto", "on", "off"),
                    metavar="auto|on|off",
                    help="flash attention as llama.cpp's -fa (default auto: on where the GPU's backend runs it, as "
@@ -201,6 +216,8 @@ def _check_parser(sub) -> None:
                    help="answer for exactly this command line: llama-server, llama-cli, llama-bench (and "
                         "ik_llama.cpp's flags), vllm serve MODEL; MODEL may then be left out when -m names a file or a catalog "
                         "model with its quant (qwen3-32b-Q4_K_M.gguf). Unknown flags are named in the answer")
+    p.add_argument("--min-tps", type=_positive("--min-tps", 1e7), metavar="N",
+                   help="decode speed the automatic choice reaches first (default: reading speed, 5 tok/s)")
     _serving_args(p)
     _rig_args(p)
     _output_args(p)
@@ -243,8 +260,10 @@ def _plan_parser(sub) -> None:
     g.add_argument("--kwh-price", type=_positive("--kwh-price", 1e4), default=None,
                    metavar="USD", help="electricity price per kWh")
     g.add_argument("--top", type=_whole("--top", 10_000), default=5, metavar="N", help="options to show (default 5)")
-    g.add_argument("--used", action="store_true", help="also price GPUs at used-market prices where the catalog has them")
-    g.add_argument("--new", dest="used", action="store_false", help="new/list prices only (the default)")
+    g.add_argument("--used", action="store_true", default=None,
+                   help="also price GPUs at used-market prices where the catalog has them (the default with --have)")
+    g.add_argument("--new", dest="used", action="store_false",
+                   help="new/list prices only (the default without --have)")
 
 
 def _detect_parser(sub) -> None:

@@ -118,6 +118,7 @@ def test_nemotron_h_pattern_has_mlp_only_blocks(tmp_path: Path) -> None:
     assert spec.layer_pattern == hop.replace("M", "r").replace("*", "a")
     assert layers.kv_layer_count(spec) == 1 and layers.recurrent_layer_count(spec) == 8
     assert spec.recurrent.group_count == 8 and spec.recurrent.inner_size == 1024
+    assert spec.expert_layers == () and spec.expert_matrices == 2  # no E blocks in this pattern
 
 
 def test_jamba_period_and_mamba1_state(tmp_path: Path) -> None:
@@ -128,6 +129,9 @@ def test_jamba_period_and_mamba1_state(tmp_path: Path) -> None:
     spec = read_model(str(_config(tmp_path, cfg))).spec
     assert [il for il, k in enumerate(spec.layer_pattern) if k == "a"] == [4, 12, 20, 28]
     assert spec.recurrent.kind == "mamba" and spec.recurrent.elements == 3 * 8192 + 16 * 8192
+    cfg.update(expert_layer_period=2, expert_layer_offset=1)
+    spec = read_model(str(_config(tmp_path, cfg, "with-moe"))).spec
+    assert spec.expert_layers == tuple(range(1, 32, 2))
 
 
 def test_gemma_kv_shared_layers_and_per_layer_embeddings(tmp_path: Path) -> None:
@@ -230,3 +234,41 @@ def test_catalog_refuses_an_inconsistent_layer_pattern(pattern: str, problem: st
              "vocab_size": 1000, "max_context": 4096, "sources": ["test"], "layer_pattern": pattern}
     with pytest.raises(ValueError, match=problem):
         validate_entry(ModelSpec, entry)
+
+
+# The 2025-26 catalog (issue 16): the families and GPUs users asked about, by id.
+NEW_MODELS = ["qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b", "qwen3.6-27b",
+              "qwen3.6-35b-a3b", "qwen3-next-80b-a3b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b",
+              "qwen3-vl-235b-a22b", "gemma-4-26b-a4b", "gemma-4-31b", "deepseek-v3.1", "deepseek-v3.2", "glm-5",
+              "glm-5.1", "minimax-m2.5", "minimax-m2.7", "seed-oss-36b", "nemotron-3-nano-30b-a3b"]
+NEW_GPUS = ["rx-7900-xt", "rx-9070-xt", "rx-9070", "arc-b580", "mi50-16gb", "mi60", "mi250x", "tesla-p100-16gb",
+            "rtx-5090-d", "rtx-5090-d-v2", "rtx-pro-4000", "rtx-pro-5000", "rtx-pro-5000-72gb", "m1-pro-32gb",
+            "m3-pro-36gb", "m4-pro-64gb", "m5-pro-64gb", "m5-max-128gb", "m3-ultra-96gb", "m3-ultra-256gb",
+            "m3-ultra-60c-96gb", "m3-ultra-60c-256gb"]
+
+
+def test_the_2025_26_catalog_is_listed_by_the_cli() -> None:
+    models = json.loads(subprocess.run([sys.executable, "-m", "advisor", "models", "--json"], capture_output=True,
+                                       text=True, timeout=120, check=True).stdout)
+    gpus = json.loads(subprocess.run([sys.executable, "-m", "advisor", "gpus", "--json"], capture_output=True,
+                                     text=True, timeout=120, check=True).stdout)
+    assert set(NEW_MODELS) <= {m["id"] for m in models}
+    assert set(NEW_GPUS) <= {g["id"] for g in gpus}
+
+
+def test_catalog_hybrids_carry_their_layer_kinds() -> None:
+    cat = load_catalog(False)
+    q = cat.models["qwen3.6-35b-a3b"]
+    kv = mem.kv_bytes_per_layer(q, 262144, "f16", RULES)
+    assert sum(b for il, b in enumerate(kv) if q.layer_pattern[il] == "a") == 5 * GIB
+    assert q.recurrent.elements == GDN_STATE
+    nemo = cat.models["nemotron-3-nano-30b-a3b"]
+    assert (layers.kv_layer_count(nemo), layers.recurrent_layer_count(nemo)) == (6, 23)  # card: 6 GQA, 23 Mamba-2
+    # its 23 MoE blocks carry the experts (2 matrices each, relu^2), not all 52 layers
+    lay = mem.weights_layout(nemo, cat.quants["Q4_K_M"])
+    assert sum(1 for b in lay.expert_bytes if b) == 23 and nemo.expert_matrices == 2
+    assert sum(lay.expert_bytes) < lay.total_bytes
+    v32 = cat.models["deepseek-v3.2"]
+    assert layers.kv_elements_per_token(v32, False) == 512 + 64 + 128
+    g4 = cat.models["gemma-4-31b"]
+    assert (g4.global_kv_heads, g4.global_head_dim, g4.sliding_window_layers) == (4, 512, 50)

@@ -45,6 +45,7 @@ async def open_plan(pilot) -> PlanView:
     await settle(pilot)
     await pilot.press("p")
     await settle(pilot)
+    await pilot.pause()  # the table measures its auto-width columns on the refresh after its rows arrive
     return pilot.app.get_default_screen().query_one(PlanView)
 
 
@@ -107,12 +108,13 @@ async def test_raising_min_tokens_per_s_changes_the_plan(catalog):
     async with app.run_test(size=(120, 40)) as pilot:
         view = await open_plan(pilot)
         before = view.plan.options
-        assert min(o.decode_tokens_per_s for o in before) < 30
-        await type_into(pilot, "#plan-min-tps", "30")
+        # 20, not 30: no card a 3090 owner can add on a buildable platform reaches 30 tok/s on 70B (issue 17)
+        assert min(o.decode_tokens_per_s for o in before) < 20
+        await type_into(pilot, "#plan-min-tps", "20")
         after = view.plan.options
-        assert view.plan.min_tps == 30
+        assert view.plan.min_tps == 20
         assert after and after != before
-        assert all(o.decode_tokens_per_s >= 30 for o in after)
+        assert all(o.decode_tokens_per_s >= 20 for o in after)
         assert prices(view) == sorted(prices(view))
         assert sum(prices(view)) > sum(o.price_usd for o in before)  # faster costs more
 
@@ -128,10 +130,11 @@ async def test_bad_budget_is_an_inline_error_then_a_good_one_applies(catalog):
         assert error.has_class("-show") and "budget" in str(error.render()) and "'lots'" in str(error.render())
         # the last valid plan stays on screen while the field holds a typo
         assert "last valid input" in str(error.render()) and view.plan is not None and view.plan.budget_usd is None
-        await type_into(pilot, "#plan-budget", "$1,000")
+        # a 3090 owner's cheapest 70B rig is a second (used) 3090 at $1,207 (issue 17: owners see used prices)
+        await type_into(pilot, "#plan-budget", "$1,500")
         assert not error.has_class("-show")
-        assert view.plan.budget_usd == 1000
-        assert view.plan.options and all(o.price_usd <= 1000 for o in view.plan.options)
+        assert view.plan.budget_usd == 1500
+        assert view.plan.options and all(o.price_usd <= 1500 for o in view.plan.options)
         await pilot.press("escape")  # out of the text box: the app's keys work again
         assert app.focused is view.query_one("#plan-table")
         await pilot.press("q")

@@ -24,6 +24,7 @@ from advisor.catalog.types import (
     PresetRig,
     Price,
     QuantSpec,
+    RecurrentSpec,
     RuntimeSpec,
 )
 from advisor.catalog.rulebook import Rulebook, build_rulebook
@@ -45,7 +46,7 @@ KINDS: dict[str, type] = {
     "runtime": RuntimeSpec,
     "preset": PresetRig,
 }
-_NESTED: dict[str, type] = {"nvlink": NvlinkSpec, "price": Price}
+_NESTED: dict[str, type] = {"nvlink": NvlinkSpec, "price": Price, "recurrent": RecurrentSpec}
 _PLURAL = {"gpu": "gpus", "model": "models", "quant": "quants", "runtime": "runtimes", "preset": "presets"}
 
 
@@ -171,7 +172,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "qk_rope_head_dim": (0, 1e5), "conv_kernel": (0, 64), "inner_size": (1, 1e6), "state_size": (1, 1e5),
     "group_count": (0, 1e5), "global_kv_heads": (0, 1e5), "global_head_dim": (0, 1e5),
     "per_layer_embed_params": (0, 1e12), "indexer_head_dim": (0, 1e5), "mtp_layers": (0, 64),
-    "vision_params": (0, 1e12), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64),
+    "vision_params": (0, 1e12), "expert_matrices": (1, 4), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64),
     "kld": (0, 100), "context_mib": (0, 1e6), "ubatch": (1, 1e6), "compute_fixed_mib": (0, 1e6),
     "gpu_memory_utilization": (0, 1), "ram_gib": (0.001, 65536), "kv_pad_cells": (0, 1e6),
     # the rulebook

@@ -102,6 +102,9 @@ class GpuSpec(Record):
     """The GPU programming interface runtimes use on it: `cuda`, `rocm`, `metal`, `sycl` or `vulkan`."""
     price: Price | None = None
     """A representative price."""
+    sold_in: tuple[int, ...] = ()
+    """SXM/OAM modules: the GPU counts of the baseboards they are sold on (HGX: 4 or 8); empty for
+    cards and machines sold one at a time. `plan` offers such parts only in these counts."""
     aliases: tuple[str, ...] = ()
     """Other names people type for this GPU."""
     notes: str = ""
@@ -199,6 +202,11 @@ class ModelSpec(Record):
     """Multi-head latent attention: compressed KV rank (0: not MLA)."""
     qk_rope_head_dim: int = 0
     """Multi-head latent attention: decoupled RoPE key dimension cached beside the latent."""
+    expert_layers: tuple[int, ...] = ()
+    """Layers that carry the routed experts when they are not simply every layer after `dense_layers`
+    (Nemotron-H's `E` blocks, Jamba's every other layer); empty: layers `dense_layers` onwards."""
+    expert_matrices: int = 3
+    """Weight matrices per expert: 3 for gated MLPs (gate, up, down), 2 for Nemotron-H's relu^2 (up, down)."""
     layer_pattern: str = ""
     """What each layer keeps per sequence, one letter per layer: `a` attention with its own KV cache,
     `r` a fixed recurrent state (`recurrent`), `-` nothing of its own (an MLP-only block, or attention

@@ -8,11 +8,17 @@ import argparse
 def options_from(args: argparse.Namespace):
     from advisor.engine.options import Options
 
-    return Options(quant=args.quant, ctx=args.ctx, prompt_tokens=args.prompt_tokens, kv_type=args.kv_cache.lower(),
+    return Options(quant=args.quant, ctx=args.ctx, prompt_tokens=args.prompt_tokens,
+                   kv_type=(args.kv_cache or "f16").lower(), kv_fixed=args.kv_cache is not None,
+                   min_quality=args.min_quality, allow_low_bit=args.allow_low_bit,
+                   min_tps=getattr(args, "min_tps", None) if getattr(args, "command", None) in ("check", "fit") else None,
                    runtime=args.runtime.lower(), split=args.split, concurrency=args.concurrency,
                    workload=args.workload.lower(), flash_attn=args.flash_attn,
                    ubatch=getattr(args, 'ubatch', None),
                    batch_size=args.batch_size, seq_len=args.seq_len,
+                   gradient_checkpointing=args.gradient_checkpointing, optimizer=args.optimizer,
+                   sharding=args.sharding.lower(), lora_rank=args.lora_rank,
+
                    memory_fraction=getattr(args, "gpu_memory_utilization", None),
                    max_num_seqs=getattr(args, "max_num_seqs", None),
                    enforce_eager=getattr(args, "enforce_eager", False),

@@ -44,4 +44,4 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = make_plan(catalog, model, options_from(args), min_tps=args.min_tps, budget=args.budget, have=have,
                      prices=prices, ram_bytes=ram, kwh_usd=args.kwh_price, top=args.top, used=args.used)
     emit_doc(args, plan_doc(plan, have))
-    return EXIT_YES if plan.options else EXIT_NO
+    return EXIT_YES if plan.options and not plan.over_budget else EXIT_NO

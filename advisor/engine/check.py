@@ -107,12 +107,14 @@ def check_runtime_hardware(runtime: RuntimeSpec, rig: Rig) -> None:
 
 def quant_ladder(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None = None) -> list[QuantSpec]:
     """The quantizations to try, best quality first. A model published in a low-bit format
-    (`native_quant`) starts there: its 16-bit files only widen the small non-expert part."""
+    (`native_quant`) is tried in that format only: its 16-bit files only widen the small non-expert
+    part, and GGUFs "below" it keep the experts in that format (so the ladder's bits per weight
+    would describe files that do not exist)."""
     sel = catalog.rules.memory.selection
     ladder = [resolve_quant(catalog, q) for q in sel.ladder[runtime.ladder]]
     native = _native(catalog, runtime, model)
     if native is not None:
-        ladder = [native] + [q for q in ladder if q.bits_per_weight < native.bits_per_weight]
+        ladder = [native]
     return ladder
 
 
@@ -131,7 +133,8 @@ def _native(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None) -> 
     return q if runtime.loads(q) else None
 
 
-def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options: Options = Options()) -> Report:
+def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options: Options = Options(), *,
+             table: bool = True) -> Report:
     """Fit, placement, memory, speed, interconnect verdict and findings for one model on one rig.
 
     `model` is resolved at the edge (`advisor.commands.args.resolve_model`): a catalog ModelSpec, or a
@@ -161,6 +164,7 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
         layout = replace(loaded.layout, output_bytes=loaded.layout.output_bytes + loaded.other_bytes)
         placer = Placer(model, loaded.quant, runtime, rig, options, rules, layout=layout)
         quant, chosen = loaded.quant, False
+        choices, why, policy = (), "", None
     elif options.quant:
         quant = resolve_quant(catalog, options.quant)
         if not runtime.loads(quant):
@@ -168,33 +172,23 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
                                f"runtimes for {quant.id}: {', '.join(quant.runtimes)}")
         placer = Placer(model, quant, runtime, rig, options, rules)
         chosen = False
+        choices, why, policy = (), "", None
     else:
-        placer = None
-        first_running = None
-        reading = float(rules.memory.selection.reading_tokens_per_s)
-        for q in quant_ladder(catalog, runtime, model):
-            if refusal(catalog, runtime, rig, model, q):
-                continue  # its kernels do not run on these GPUs: never proposed
-            p = Placer(model, q, runtime, rig, options, rules)
-            at = p.at(ctx)
-            if at.fits:
-                placer = p
-                break
-            if rig.is_cpu_only and at.runs:
-                # No GPU: the best quality that still decodes at reading speed, else the first that runs.
-                first_running = first_running or p
-                tps = estimate_speed(at, rig, model, q, runtime, rules, options, ctx).decode_tokens_per_s or 0
-                if tps >= reading:
-                    placer = p
-                    break
-        placer = placer or first_running
+        from advisor.engine.choice import choose
+
+        ladder = [q for q in quant_ladder(catalog, runtime, model) if not refusal(catalog, runtime, rig, model, q)]
+        fallback = fallback_quant(catalog, runtime, model)
+        if refusal(catalog, runtime, rig, model, fallback):  # show one its kernels run, if any
+            fallback = next((q for q in reversed(quant_ladder(catalog, runtime, model))
+                             if not refusal(catalog, runtime, rig, model, q)), fallback)
+        decision = choose(catalog, rig, model, runtime, options, ladder, fallback, resolve_quant, estimate_speed,
+                          table=table)
+        placer = decision.placer
         if placer is None:
-            fallback = fallback_quant(catalog, runtime, model)
-            if refusal(catalog, runtime, rig, model, fallback):  # show one its kernels run, if any
-                fallback = next((q for q in reversed(quant_ladder(catalog, runtime, model))
-                                 if not refusal(catalog, runtime, rig, model, q)), fallback)
             placer = Placer(model, fallback, runtime, rig, options, rules)
+        options = replace(options, kv_type=decision.kv_type)
         quant, chosen = placer.quant, True
+        choices, why, policy = decision.choices, decision.why, decision.policy
     refused = refusal(catalog, runtime, rig, model, quant)
     if refused:
         return _refused_report(catalog, rig, model, quant, chosen, runtime, options, ctx, refused,
@@ -218,6 +212,17 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
                     kv_cache_bytes=kv_total, max_context_tokens=max_ctx, speed=speed, interconnect=inter,
                     findings=(), model_source=f"{loaded.source}: {loaded.spec.sources[0]}" if loaded else "catalog",
                     serving=serving)
+    if options.workload == "inference":
+        from advisor.engine import choice as ch
+
+        if policy is None and not table:
+            policy = ch.policy(catalog, model, options, False, resolve_quant)
+        elif policy is None:
+            why = "given with --quant" if options.quant else "the model file's own quantization"
+            policy = ch.policy(catalog, model, options, False, resolve_quant)
+            ladder = [q for q in quant_ladder(catalog, runtime, model) if not refusal(catalog, runtime, rig, model, q)]
+            choices = ch.table_for(catalog, rig, model, runtime, options, ladder, quant, why, policy, estimate_speed)
+        report = replace(report, choices=choices, choice_why=why, policy=policy)
     model_file = loaded.source_path if loaded is not None and getattr(loaded, "source_path", "") else \
         f"{model.id}-{quant.id}.gguf"
     report = replace(report, launch=launch_for(rules.launch, runtime, model_file=model_file,

@@ -220,16 +220,31 @@ def qnt001_chosen(r: Report, c: Catalog) -> Iterator[Said]:
     """Say which quantization the advisor chose when none was given, and why."""
     if not r.quant_chosen or r.refusal:
         return
-    if r.fits:
-        msg = f"{r.quant.id} is the best-quality quantization that fits fully (no --quant given)"
-    elif r.rig.is_cpu_only and r.runs:
-        msg = (f"no GPU: {r.quant.id} is the best-quality quantization that runs from system RAM at reading "
-               f"speed, or the first that runs at all (no --quant given)")
-    elif r.rig.is_cpu_only:
+    if r.choice_why:
+        yield ("info", f"{r.quant.id} with {r.options.kv_type} KV: {r.choice_why} (no --quant given).")
+        return
+    if r.rig.is_cpu_only:
         msg = f"no GPU: showing {r.quant.id}, the common download (no --quant given)"
     else:
         msg = f"no quantization fits fully; showing {r.quant.id}, the common download (no --quant given)"
     yield ("info", msg + ".")
+
+
+@rule("QNT003")
+def qnt003_below_floor(r: Report, c: Catalog) -> Iterator[Said]:
+    """Nothing above the quality floor fits fully, but a quantization below it would: name it and the
+    flag that allows it, so a user who accepts the loss knows the option exists (never chosen unasked)."""
+    if r.fits or not r.quant_chosen or (r.rig.is_cpu_only and r.runs):
+        return
+    low = next((ch for ch in r.choices if ch.below_floor and (ch.fits or (r.rig.is_cpu_only and ch.runs))), None)
+    if low is not None and r.rig.is_cpu_only:
+        yield ("info", f"{low.quant.id} would run from system RAM, but it is below the quality floor; "
+                       f"--allow-low-bit or --quant {low.quant.id} takes it anyway.")
+    elif low is not None:
+        loss = f"KL divergence {low.quant.kld:.3f} vs 16-bit" if low.quant.kld is not None else \
+            f"{low.quant.bits_per_weight:.2f} bits per weight"
+        yield ("info", f"{low.quant.id} would fit fully, but it is below the quality floor ({loss}); "
+                       f"--allow-low-bit or --quant {low.quant.id} takes it anyway.")
 
 
 @rule("QNT002")
@@ -355,7 +370,11 @@ def nvl004_what_changes_it(r: Report, c: Catalog) -> Iterator[Said]:
         tips.append("for one user, a layer split needs no fast link (llama.cpp -sm layer; vLLM "
                     "--pipeline-parallel-size N)")
     specs_bridge = all(s.nvlink is not None and s.nvlink.topology == "bridge" for s in specs)
-    if specs_bridge and not r.rig.nvlink:
+    sold = c.rules.plan.nvlink_bridge_sold_for
+    if specs_bridge and not r.rig.nvlink and not all(s.id in sold for s in specs):
+        tips.append(f"an NVLink bridge would give {r.interconnect.nvlink_speedup:.2f}x, but none with a dated price is "
+                    f"on sale for {specs[0].name} (rules/plan.toml nvlink_bridge_sold_for)")
+    elif specs_bridge and not r.rig.nvlink:
         bridge = float(c.rules.plan.nvlink_bridge_usd)
         tips.append(f"an NVLink bridge per pair (about ${bridge:.0f}, {c.rules.plan.nvlink_bridge_basis}) "
                     f"gives the {r.interconnect.nvlink_speedup:.2f}x above")
@@ -387,19 +406,34 @@ def nvl005_across_machines(r: Report, c: Catalog) -> Iterator[Said]:
 
 @rule("TRN001")
 def trn001_training_fit(r: Report, c: Catalog) -> Iterator[Said]:
-    """A training workload: say whether its memory fits per GPU and which strategy was assumed."""
+    """A training workload: say whether its memory fits per GPU, with which sharding, and what would
+    make it fit when it does not (a lighter workload, an 8-bit optimizer, sharding, a shorter sequence)."""
     t = r.training
     if t is None:
         return
-    cap = min((d.capacity_bytes for d in r.placement.devices), default=0)
+    cap = t.capacity_bytes or min((d.capacity_bytes for d in r.placement.devices), default=0)
     if t.fits:
-        yield ("info", f"{t.workload} fits with {t.strategy}: {gib(t.per_gpu_bytes)} per GPU of "
-                                        f"{gib(cap)}.")
-    else:
-        hint = "use QLoRA or LoRA, more GPUs, or gradient checkpointing" if t.workload == "full-finetune" \
-            else "use a smaller batch or sequence, QLoRA, or more GPUs"
-        yield ("error", f"{t.workload} does not fit: {gib(t.per_gpu_bytes)} per GPU with "
-                                         f"{t.strategy}, {gib(cap)} usable; {hint}.")
+        yield ("info", f"{t.workload} fits with {t.strategy}: {gib(t.per_gpu_bytes)} per GPU of {gib(cap)}.")
+        return
+    hints = []
+    if t.workload == "full-finetune":
+        hints.append("LoRA or QLoRA (--workload qlora)")
+    elif t.workload == "lora":
+        hints.append("QLoRA (--workload qlora)")
+    if len(r.rig.gpus) > 1 and t.sharding not in ("zero3", "offload"):
+        hints.append("--sharding fsdp")
+    if t.workload == "full-finetune":
+        hints.append("--optimizer adamw-8bit")
+    if r.options.batch_size > 1 or r.options.seq_len > 512:
+        hints.append("a smaller --batch-size or --seq-len")
+    hints.append("more or larger GPUs")
+    yield ("error", f"{t.workload} does not fit: {gib(t.per_gpu_bytes)} per GPU with {t.strategy}, "
+                    f"{gib(cap)} usable; try {', '.join(hints)}." + (f" {t.note}." if t.note else ""))
+
+
+INFERENCE_ONLY = frozenset({"FIT001", "FIT002", "FIT003", "FIT004", "CTX001", "CTX002", "QNT001", "QNT002", "QNT003",
+                            "KV001", "NVL002", "NVL005"})
+"""Rules about serving the model, left out when the question is a training workload."""
 
 
 @rule("CMD001")
@@ -457,4 +491,6 @@ def arc003_not_loaded(r: Report, c: Catalog) -> Iterator[Said]:
 
 def run_rules(report: Report, catalog: Catalog) -> tuple[Finding, ...]:
     """Every registered rule in order; each finding carries its rule's code."""
-    return tuple(Finding(d.code, severity, message) for d in REGISTRY for severity, message in d.check(report, catalog))
+    skip = INFERENCE_ONLY if report.training is not None else frozenset()
+    return tuple(Finding(d.code, severity, message) for d in REGISTRY if d.code not in skip
+                 for severity, message in d.check(report, catalog))

@@ -56,10 +56,13 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
     expert_params = [0] * n
     extra = [0] * n
     if model.is_moe:
-        per_moe = model.experts * 3 * model.hidden_size * model.moe_intermediate_size
+        per_moe = model.experts * model.expert_matrices * model.hidden_size * model.moe_intermediate_size
         dense_mlp = 3 * model.hidden_size * model.intermediate_size
+        moe_layers = set(model.expert_layers)
         for il in range(n):
-            if il < model.dense_layers:
+            if moe_layers and il not in moe_layers:
+                continue  # a block without experts (Nemotron-H's Mamba/attention/MLP blocks): an even share
+            if il < model.dense_layers and not moe_layers:
                 extra[il] = dense_mlp
             else:
                 expert_params[il] = per_moe

@@ -59,6 +59,20 @@ class Options(Record):
     """Training: tokens per sequence."""
     gradient_checkpointing: bool = True
     """Training: recompute activations in the backward pass instead of storing them."""
+    optimizer: str | None = None
+    """Training: optimizer id of rules/training.toml [optimizer]; None: the rulebook's default (adamw)."""
+    sharding: str = "auto"
+    """Training across GPUs: `auto` (the least that fits), `ddp`, `zero1`, `zero2`, `zero3`/`fsdp`."""
+    lora_rank: int | None = None
+    """Training: LoRA rank; None: the rulebook's default."""
+    min_tps: float | None = None
+    """Decode speed the automatic choice must reach first; None: reading speed (rules/memory.toml)."""
+    min_quality: str | None = None
+    """Lowest quantization the automatic choice may pick (lowers the quality floor of rules/quality.toml)."""
+    allow_low_bit: bool = False
+    """No quality floor: any quantization that reaches the targets may be chosen."""
+    kv_fixed: bool = False
+    """The KV cache type was given (--kv-cache): the automatic choice keeps it instead of trying q8_0."""
     memory_fraction: float | None = None
     """Paged runtimes: the fraction of each GPU they reserve (vLLM --gpu-memory-utilization, SGLang
     --mem-fraction-static); None: the runtime's default."""

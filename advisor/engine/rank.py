@@ -44,11 +44,12 @@ def quality_tier(report: Report, rules: Rulebook) -> int:
 def rank_models(catalog: Catalog, rig: Rig, options: Options, models: list[ModelSpec] | None = None) -> list[Ranked]:
     out = []
     for m in models if models is not None else catalog.models.values():
-        r = evaluate(catalog, rig, m, replace(options, quant=None))
+        r = evaluate(catalog, rig, m, replace(options, quant=None), table=False)
         tier = quality_tier(r, catalog.rules)
         if r.fits:
             tps = f"{r.speed.decode_tokens_per_s:.0f} tok/s" if r.speed.decode_tokens_per_s else "speed unknown"
-            note = f"{r.quant.id} ({TIER_WORDS[tier]}), {tps}, up to {r.max_context_tokens:,} context"
+            kv = f" with {r.options.kv_type} KV" if r.options.kv_type != options.kv_type else ""
+            note = f"{r.quant.id}{kv} ({TIER_WORDS[tier]}), {tps}, up to {r.max_context_tokens:,} context"
         elif r.runs and rig.is_cpu_only:
             note = f"{r.quant.id} on the CPU at {r.speed.decode_tokens_per_s or 0:.1f} tok/s"
         elif r.runs:

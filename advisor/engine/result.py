@@ -101,6 +101,15 @@ class Training(Record):
     step_comm_s: float | None
     tokens_per_s: float | None
     basis: str
+    capacity_bytes: int = 0
+    """Usable memory of the smallest GPU."""
+    trainable_params: int = 0
+    sharding: str = ""
+    """`single`, `ddp`, `zero1`, `zero2` or `zero3` (FSDP)."""
+    assumptions: tuple[tuple[str, str], ...] = ()
+    """(what, value and the option that sets it): sequence length, micro-batch, checkpointing, optimizer..."""
+    note: str = ""
+    """What would make it fit when only system RAM is short (FSDP CPU offload)."""
 
 
 @record
@@ -195,6 +204,12 @@ class Report(Record):
     training: Training | None = None
     model_source: str = "catalog"
     """Where the architecture and weights came from: `catalog`, or a file/store and its path."""
+    choices: tuple = ()
+    """The trade-off table (advisor.engine.choice.Choice rows): each viable quantization x KV cache type."""
+    choice_why: str = ""
+    """Why the quantization and KV cache type were picked."""
+    policy: object = None
+    """What the automatic choice aimed for (advisor.engine.choice.Policy): targets and the quality floor."""
     launch: Launch | None = None
     """The command that realises this answer (rules/launch.toml), when the runtime has a launcher."""
     serving: Serving | None = None
@@ -204,10 +219,12 @@ class Report(Record):
 
     @property
     def fits(self) -> bool:
-        return self.placement.fits
+        """The answer to what was asked: the inference placement fits, or the training workload fits."""
+        return self.training.fits if self.training is not None else self.placement.fits
 
     @property
     def runs(self) -> bool:
+        """Inference runs at all (possibly offloaded); for training, `fits` is the answer."""
         return self.placement.runs
 
     @property

@@ -73,7 +73,7 @@ def architecture(cfg: dict[str, Any], where: Path) -> tuple[str, dict[str, Any],
         f["shared_experts"] = 1  # Qwen2-MoE / Qwen3-Next: one shared expert of its own width
     if f["kv_lora_rank"]:  # MLA: the query/key head is the no-RoPE part plus the decoupled RoPE part
         f["qk_rope_head_dim"] = get_int(c, "qk_rope_head_dim", where, "qk_rope_head_dim", 0)
-        if c.get("head_dim") is None and c.get("qk_nope_head_dim") is not None:
+        if c.get("qk_nope_head_dim") is not None:  # GLM-5 also writes head_dim = the RoPE part (64)
             f["head_dim"] = get_int(c, "qk_nope_head_dim", where, "head_dim") + f["qk_rope_head_dim"]
     else:
         f["qk_rope_head_dim"] = 0
@@ -177,7 +177,7 @@ def estimate_params(cfg: dict[str, Any], f: dict[str, Any], where: Path) -> tupl
             if letter == "E":
                 unused += (E - k) * mats * H * Im
             continue
-        is_moe = E > 0 and il >= f["dense_layers"]
+        is_moe = E > 0 and (il in f["expert_layers"] if f.get("expert_layers") else il >= f["dense_layers"])
         if kind == "r":
             mixer = mixer_r
         elif (gkv != kv or ghd != hd) and il < len(kinds) and kinds[il] == "full_attention":

@@ -68,6 +68,15 @@ def layer_fields(c: dict[str, Any], layers: int, hidden: int, where: Path, assum
             c, ("vocab_size",), where, "vocab_size")
         f["per_layer_embed_params"] = vocab * layers * ple
     f["indexer_head_dim"] = get_int(c, "index_head_dim", where, "experts", 0) if c.get("kv_lora_rank") else 0
+    hop = c.get("hybrid_override_pattern")
+    if isinstance(hop, str) and len(hop) == layers and "E" in hop:  # Nemotron-H: experts only in E blocks
+        f["expert_layers"] = tuple(il for il, ch in enumerate(hop) if ch == "E")
+    period = get_int(c, "expert_layer_period", where, "dense_layers", 0)
+    if period and get_int(c, ("num_experts", "num_local_experts"), where, "experts", 0):  # Jamba
+        offset = get_int(c, "expert_layer_offset", where, "dense_layers", 0)
+        f["expert_layers"] = tuple(il for il in range(layers) if il % period == offset)
+    if c.get("mlp_hidden_act") == "relu2":
+        f["expert_matrices"] = 2
     f["mtp_layers"] = get_int(c, ("num_nextn_predict_layers", "mtp_num_hidden_layers"), where, "dense_layers", 0)
     return f
 

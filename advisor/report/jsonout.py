@@ -30,6 +30,7 @@ def check_json(r: Report) -> dict[str, Any]:
                   "params_active": r.model.params_active, "source": r.model_source},
         "quant": r.quant.id,
         "quant_chosen_by_advisor": r.quant_chosen,
+        "workload": r.options.workload,
         "runtime": r.runtime.id,
         "split": r.split,
         "context_tokens": r.context_tokens,
@@ -76,6 +77,12 @@ def check_json(r: Report) -> dict[str, Any]:
         },
         "findings": [{"code": f.code, "severity": f.severity, "message": f.message} for f in r.findings],
     }
+    if r.policy is not None:
+        out["choice"] = {"why": r.choice_why or None, "policy": r.policy.text,
+                         "target_tokens_per_s": r.policy.target_tokens_per_s,
+                         "target_context_tokens": r.policy.target_context, "quality_floor": r.policy.floor.text}
+    if r.training is None:
+        out["choices"] = [choice_json(c) for c in r.choices]
     if r.launch is not None:
         lc = r.launch
         out["launch"] = {"command": lc.command, "runtime": lc.runtime, "launcher": lc.launcher,
@@ -93,9 +100,18 @@ def check_json(r: Report) -> dict[str, Any]:
             "weights_bytes": t.weights_bytes, "gradients_bytes": t.gradients_bytes,
             "optimizer_bytes": t.optimizer_bytes, "activations_bytes": t.activations_bytes, "fits": t.fits,
             "step_compute_s": t.step_compute_s, "step_comm_s": t.step_comm_s, "tokens_per_s": t.tokens_per_s,
-            "basis": t.basis,
+            "basis": t.basis, "capacity_bytes": t.capacity_bytes, "trainable_params": t.trainable_params,
+            "sharding": t.sharding, "assumptions": {k: v for k, v in t.assumptions},
         }
     return out
+
+
+def choice_json(c: Any) -> dict[str, Any]:
+    """One row of the trade-off table (the contract's `choices`)."""
+    return {"quant": c.quant.id, "kv_cache_type": c.kv_type, "max_context_tokens": c.max_context_tokens,
+            "decode_tokens_per_s": c.decode_tokens_per_s, "prefill_tokens_per_s": c.prefill_tokens_per_s,
+            "quality_loss": c.quality_loss, "where": c.where, "fits": c.fits, "below_floor": c.below_floor,
+            "picked": c.picked, "why": c.why}
 
 
 def rig_json(r: Report) -> dict[str, Any]:

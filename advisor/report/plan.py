@@ -19,8 +19,10 @@ def plan_doc(plan: Plan, have: list[tuple[int, str]]) -> Doc:
                    "have": spec_words(have), "used_prices": plan.used},
         "options": [{"gpus": spec_words(o.gpus), "new_gpus": spec_words(o.new_gpus), "price_usd": o.price_usd,
                      "decode_tokens_per_s": o.decode_tokens_per_s, "prefill_tokens_per_s": o.prefill_tokens_per_s,
-                     "fits": True, "nvlink": o.nvlink, "headroom_bytes": o.headroom_bytes, "power_w": o.power_w,
-                     "usd_per_million_tokens": o.usd_per_million_tokens, "strategy": o.strategy, "why": o.why}
+                     "fits": o.fits, "nvlink": o.nvlink, "headroom_bytes": o.headroom_bytes, "power_w": o.power_w,
+                     "usd_per_million_tokens": o.usd_per_million_tokens, "strategy": o.strategy, "why": o.why,
+                     "platform": o.platform, "price_basis": list(o.price_basis), "host_build": o.host_build, "kv_cache_type": o.kv_cache_type,
+                     "over_budget": plan.over_budget}
                     for o in plan.options],
         "nvlink_note": plan.nvlink_note,
         "notes": list(plan.notes),
@@ -35,15 +37,20 @@ def plan_doc(plan: Plan, have: list[tuple[int, str]]) -> Doc:
         target += f", within ${plan.budget_usd:,.0f}"
     lines = [f"Cheapest rigs for {target}" + (f" (you have: {', '.join(spec_words(have))})" if have else ""), ""]
     if not plan.options:
-        lines.append("  nothing in the catalog reaches this target" + (" within the budget" if plan.budget_usd else ""))
+        lines.append("  nothing in the catalog reaches this target")
+    elif plan.over_budget:
+        lines.append(f"  nothing reaches it within ${plan.budget_usd:,.0f}; the cheapest rig that does:")
     for i, o in enumerate(plan.options, 1):
         buy = ", ".join(spec_words(o.new_gpus)) or "nothing (what you have)"
         lines.append(f"  {i}. ${o.price_usd:,.0f}  buy {buy}{' + NVLink bridge' if o.nvlink else ''}")
         lines.append(f"     {o.why}; prefill {o.prefill_tokens_per_s:,.0f} tok/s; {o.power_w:,.0f} W board power, "
                      f"${o.usd_per_million_tokens:.2f} electricity per million tokens")
+        if o.price_basis:
+            lines.append(f"     prices: {'; '.join(o.price_basis)}")
     lines += ["", plan.nvlink_note, *plan.notes,
               f"{plan.evaluated} rigs evaluated; prices are new/list prices from hardware_db"
-              + (" and used-market prices (--used)" if plan.used else " (--used adds used-market prices)")
+              + (" and used-market prices (--used, the default with --have)" if plan.used
+                 else " (--used adds used-market prices)")
               + f"; electricity at ${plan.kwh_usd}/kWh ({plan.kwh_basis})."]
     if plan.unpriced:
         lines.append(f"Left out for lack of a price: {', '.join(plan.unpriced[:12])}"

@@ -34,6 +34,10 @@ def rate(x: float | None) -> str:
 
 def headline(r: Report) -> str:
     rig = ", ".join(_rig_words(r)) or "CPU only"
+    if r.training is not None:
+        t = r.training
+        return (f"{r.model.name} · {t.workload} · {r.options.batch_size} x {r.options.seq_len:,} tokens on {rig}: "
+                f"{'FITS' if t.fits else 'DOES NOT FIT'}")
     verdict = "FITS" if r.fits else ("RUNS ON THE CPU" if r.runs and r.rig.is_cpu_only
                                      else "RUNS WITH OFFLOAD" if r.runs else "DOES NOT RUN")
     return f"{r.model.name} · {r.quant.id} · {r.context_tokens:,} ctx on {rig}: {verdict}"
@@ -49,7 +53,37 @@ def _rig_words(r: Report) -> list[str]:
     return words
 
 
+def training_document(r: Report) -> list[Section]:
+    """A training question: its answer, memory per GPU by piece, the assumptions, the link verdict."""
+    t = r.training
+    assert t is not None
+    secs = [Section("Answer", (
+        ("fits in GPU memory", "yes" if t.fits else "no"),
+        ("workload", t.workload),
+        ("strategy", t.strategy),
+        ("per GPU", f"{gib(t.per_gpu_bytes)} of {gib(t.capacity_bytes)} usable"),
+        ("model from", r.model_source),
+    ))]
+    secs.append(Section(f"Training ({t.workload})", (
+        ("weights", gib(t.weights_bytes)), ("gradients", gib(t.gradients_bytes)),
+        ("optimizer state", gib(t.optimizer_bytes)), ("activations", gib(t.activations_bytes)),
+        *t.assumptions,
+        ("step compute / communication",
+         f"{t.step_compute_s:.2f} s / {t.step_comm_s:.2f} s" if t.step_compute_s is not None else "—"),
+        ("tokens/s", f"{t.tokens_per_s:,.0f}" if t.tokens_per_s else "—"),
+    ), lines=(t.basis + ".",)))
+    i = r.interconnect
+    secs.append(Section("Interconnect", (("NVLink", i.nvlink.replace("_", " ")),
+                                         ("link time share", f"{i.link_time_share:.1%}"),
+                                         ("speedup with NVLink", f"{i.nvlink_speedup:.2f}×"),
+                                         *i.details), lines=(i.summary,)))
+    secs.append(Section("Findings", tuple((f.code, f.severity, f.message) for f in r.findings)))
+    return secs
+
+
 def document(r: Report) -> list[Section]:
+    if r.training is not None:
+        return training_document(r)
     p = r.placement
     secs = []
     quant_note = " (chosen: best that fits)" if r.quant_chosen and r.fits else (" (chosen)" if r.quant_chosen else "")
@@ -100,20 +134,31 @@ def document(r: Report) -> list[Section]:
                                          ("link time share", f"{i.link_time_share:.1%}"),
                                          ("speedup with NVLink", f"{i.nvlink_speedup:.2f}×"),
                                          *i.details), lines=(i.summary,)))
-    if r.training is not None:
-        t = r.training
-        secs.append(Section(f"Training ({t.workload})", (
-            ("strategy", t.strategy), ("per GPU", gib(t.per_gpu_bytes)), ("fits", "yes" if t.fits else "no"),
-            ("weights / grads / optimizer / activations",
-             f"{gib(t.weights_bytes)} / {gib(t.gradients_bytes)} / {gib(t.optimizer_bytes)} / {gib(t.activations_bytes)}"),
-            ("step compute / communication",
-             f"{t.step_compute_s:.2f} s / {t.step_comm_s:.2f} s" if t.step_compute_s is not None else "—"),
-            ("tokens/s", f"{t.tokens_per_s:,.0f}" if t.tokens_per_s else "—"),
-        ), lines=(t.basis,)))
+    if r.choices and r.training is None:
+        secs.append(choices_section(r))
     if r.launch is not None:
         secs.append(Section("Run it", (), lines=run_it_lines(r)))
     secs.append(Section("Findings", tuple((f.code, f.severity, f.message) for f in r.findings)))
     return secs
+
+
+def choices_section(r: Report) -> Section:
+    """The trade-off table: each viable quantization x KV cache type, the pick marked (*) and why."""
+    rows = []
+    for c in r.choices:
+        loss = "—" if c.quality_loss is None else f"{c.quality_loss:.4f}"
+        rows.append(("*" if c.picked else "", c.quant.id, c.kv_type, f"{c.max_context_tokens:,}" if c.max_context_tokens else "—",
+                     "—" if c.decode_tokens_per_s is None else f"{c.decode_tokens_per_s:,.1f}",
+                     "—" if c.prefill_tokens_per_s is None else f"{c.prefill_tokens_per_s:,.0f}", loss, c.where))
+    lines = []
+    if r.choice_why:
+        lines.append(f"* {r.quant.id} with {r.options.kv_type} KV: {r.choice_why}.")
+    if r.policy is not None and r.policy.chosen:
+        lines.append(f"policy: {r.policy.text}.")
+    lines.append("quality loss: published KL divergence vs 16-bit (Llama 3 8B; rules/quants.toml) plus what the "
+                 "KV cache type adds (rules/quality.toml); largest context: fully on the GPUs.")
+    return Section("Choices", tuple(rows), header=("", "quant", "KV", "max ctx", "decode", "prefill", "KLD", "where"),
+                   lines=tuple(lines))
 
 
 def run_it_lines(r: Report) -> tuple[str, ...]:
@@ -133,7 +178,8 @@ def use_color(stream=None) -> bool:
 
 def render_text(r: Report, color: bool = False) -> str:
     bold = (lambda t: f"\x1b[1m{t}\x1b[0m") if color else (lambda t: t)
-    tone = {"FITS": "32", "RUNS WITH OFFLOAD": "33", "RUNS ON THE CPU": "33", "DOES NOT RUN": "31"}
+    tone = {"FITS": "32", "RUNS WITH OFFLOAD": "33", "RUNS ON THE CPU": "33", "DOES NOT RUN": "31",
+            "DOES NOT FIT": "31"}
     head = headline(r)
     if color:
         for word, code in tone.items():

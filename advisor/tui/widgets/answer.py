@@ -30,12 +30,18 @@ def max_context_words(r: Report) -> tuple[str, str]:
 
 
 def key_figures(r: Report) -> Text:
-    """The answer at a glance, one line: speed, largest context, NVLink verdict."""
+    """The answer at a glance, one line: speed, largest context, NVLink verdict (training: memory per
+    GPU, throughput, sharding)."""
     out = Text()
-    for label, value in (("decode", rate(r.speed.decode_tokens_per_s)),
-                         ("prefill", rate(r.speed.prefill_tokens_per_s)),
-                         max_context_words(r),
-                         ("NVLink", r.interconnect.nvlink.replace("_", " "))):
+    if r.training is not None:
+        t = r.training
+        figures = (("per GPU", f"{gib(t.per_gpu_bytes)} of {gib(t.capacity_bytes)}"),
+                   ("training", f"{t.tokens_per_s:,.0f} tok/s" if t.tokens_per_s else "—"),
+                   ("NVLink", r.interconnect.nvlink.replace("_", " ")))
+    else:
+        figures = (("decode", rate(r.speed.decode_tokens_per_s)), ("prefill", rate(r.speed.prefill_tokens_per_s)),
+                   max_context_words(r), ("NVLink", r.interconnect.nvlink.replace("_", " ")))
+    for label, value in figures:
         if out:
             out.append("  ·  ", "dim")
         out.append(f"{label} ", "dim").append(value, "bold")
@@ -133,6 +139,13 @@ class SectionView(Static):
                 table.add_row(Text(code, tone.get(sev, "")), msg)
             if not sec.rows:
                 table.add_row("none", "")
+        elif sec.header:  # a table of its own (the trade-off table): its header, the pick in bold
+            table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
+            for i, name in enumerate(sec.header):
+                table.add_column(name, justify="left" if i < 3 or i == len(sec.header) - 1 else "right",
+                                 no_wrap=True)
+            for row in sec.rows:
+                table.add_row(*row, style="bold" if row[0] else "")
         else:
             table.add_column(style="dim", no_wrap=False, max_width=34)
             table.add_column(ratio=1)
@@ -184,7 +197,7 @@ class Answer(VerticalScroll):
         problem.display = bool(r.placement.problem)
         bars = self.query_one(MemoryBars)
         bars.report = r
-        bars.display = True
+        bars.display = r.training is None  # the bars show the inference placement
         self.query_one("#answer-grid").display = True
         secs = {s.title.split(" ")[0].lower(): s for s in document(r)}
         for key in ("answer", "choices", "launch", "speed", "training", "interconnect", "findings"):

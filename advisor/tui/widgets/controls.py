@@ -31,8 +31,9 @@ class Controls(Vertical):
         yield _row("quant", Select(self._quants(Options().runtime), value=AUTO, allow_blank=False, compact=True, id="quant"))
         yield _row("context", Select([(f"{c // 1024}k", c) for c in CONTEXTS], value=8192, allow_blank=False,
                                      compact=True, id="ctx"))
-        yield _row("KV cache", Select([(k, k) for k in KV_TYPES], value="f16", allow_blank=False, compact=True,
-                                      id="kv"))
+        # auto: f16, or q8_0 where that fits a better quantization (the advisor's choice, advisor.engine.choice)
+        yield _row("KV cache", Select([(AUTO, AUTO)] + [(k, k) for k in KV_TYPES], value=AUTO, allow_blank=False,
+                                      compact=True, id="kv"))
         yield _row("runtime", Select([(r, r) for r in self.catalog.runtimes], value=Options().runtime,
                                      allow_blank=False, compact=True, id="runtime"))
         yield _row("split", Select([(AUTO, AUTO), ("layer", "layer"), ("tensor", "tensor")], value=AUTO,
@@ -61,7 +62,9 @@ class Controls(Vertical):
     def options(self) -> Options:
         value = lambda sel: self.query_one(f"#{sel}", Select).value  # noqa: E731
         quant, split = value("quant"), value("split")
-        return Options(quant=None if quant == AUTO else quant, ctx=value("ctx"), kv_type=value("kv"),
+        kv = value("kv")
+        return Options(quant=None if quant == AUTO else quant, ctx=value("ctx"),
+                       kv_type="f16" if kv == AUTO else kv, kv_fixed=kv != AUTO,
                        runtime=value("runtime"), split=None if split == AUTO else split,
                        concurrency=value("streams"), workload=value("workload"))
 

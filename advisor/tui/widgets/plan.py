@@ -162,7 +162,7 @@ class PlanView(Vertical):
         ram = int(self.catalog.rules.plan.default_ram_gib * GIB)
         try:
             plan = make_plan(self.catalog, model, options, min_tps=min_tps, budget=budget, have=have,
-                             ram_bytes=ram, top=TOP, used=used)
+                             ram_bytes=ram, top=TOP, used=used or None)
         except Exception as exc:  # noqa: BLE001 - an AdvisorError (or worse) is a line in the view, never a crash
             self.app.call_from_thread(self._failed, seq, str(exc))
             return
@@ -244,14 +244,16 @@ class PlanView(Vertical):
         if slower:
             status += f"; {len(slower)} paid option(s) no faster than your rig left out"
         if not plan.options:
-            status += ". Nothing in the catalog reaches this target" + (" within the budget." if plan.budget_usd else ".")
+            status += ". Nothing in the catalog reaches this target."
+        elif plan.over_budget:
+            status += f". Nothing reaches it within ${plan.budget_usd:,.0f}: the cheapest rig that does is shown."
         self.query_one("#plan-status", Static).update(status)
 
         self._rows()
         self._show_why(0)
 
         prices = "new/list prices" + (" and used-market prices" if plan.used else "")
-        notes = [plan.nvlink_note,
+        notes = [plan.nvlink_note, *plan.notes,
                  f"{plan.evaluated} rigs evaluated; {prices}; electricity at ${plan.kwh_usd}/kWh ({plan.kwh_basis})."]
         if plan.unpriced:
             more = len(plan.unpriced) - UNPRICED_SHOWN
