@@ -214,7 +214,7 @@ def _check_parser(sub) -> None:
     _model_args(p, optional=True)
     p.add_argument("--cmd", metavar="COMMAND",
                    help="answer for exactly this command line: llama-server, llama-cli, llama-bench (and "
-                        "ik_llama.cpp's flags); MODEL may then be left out when -m names a file or a catalog "
+                        "ik_llama.cpp's flags), vllm serve MODEL; MODEL may then be left out when -m names a file or a catalog "
                         "model with its quant (qwen3-32b-Q4_K_M.gguf). Unknown flags are named in the answer")
     p.add_argument("--min-tps", type=_positive("--min-tps", 1e7), metavar="N",
                    help="decode speed the automatic choice reaches first (default: reading speed, 5 tok/s)")

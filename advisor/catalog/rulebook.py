@@ -404,6 +404,9 @@ class LaunchFlag(Record):
     """`int`, `float`, `str`, `path`, `list`, `switch` (no value), `fa` (on|off|auto, 1|0) or `layers`."""
     why: str = ""
     """For settings the advisor does not use: why (shown with the answer)."""
+    values: dict[str, str] = field(default_factory=dict)
+    """The program's spelling of a value -> the advisor's (`fp8_e4m3` -> `fp8`); written back as the
+    first spelling that maps to the advisor's value (none: the setting is not written)."""
 
 
 @record
@@ -415,6 +418,12 @@ class Launcher(Record):
     """The rules/runtimes.toml id it runs."""
     style: str = "argv"
     """`argv` (program and flags) or `modelfile` (an Ollama Modelfile plus environment variables)."""
+    subcommand: str = ""
+    """The word after the program (`serve`), if it takes one."""
+    positional: str = ""
+    """The setting a bare word (not a flag's value) gives, e.g. the model of `PROGRAM serve MODEL`."""
+    defaults: dict[str, str] = field(default_factory=dict)
+    """Settings a command line that leaves the flag out means (the program's default, as the advisor's value)."""
     like: str = ""
     """Another launcher whose flags this one takes, replacing or adding its own."""
     emit: tuple[str, ...] = ()

@@ -120,11 +120,18 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
     ref = args.model or parsed.get("model") or parsed.get("hf_repo")
     if not ref:
         raise AdvisorError("--cmd names no model (-m FILE or -hf REPO)", "add -m to the command or name MODEL")
-    quant = args.quant
+    quant = args.quant or parsed.get("quantization")
     if args.model is None and parsed.get("model") and not os.path.exists(os.path.expanduser(ref)):
         stem, q = quant_in_name(ref, list(catalog.quants))
         if q is not None:
             ref, quant = stem, quant or q
+    elif args.model is None and ref == parsed.get("hf_repo") and "/" in ref:
+        from advisor.catalog.resolve import exact
+
+        stem, q = quant_in_name(ref, list(catalog.quants))  # Qwen/Qwen3-32B-AWQ: the catalog's Qwen/Qwen3-32B
+        if q is not None and exact(catalog.models, ref) is None and exact(catalog.models, stem) is not None:
+            ref, quant = stem, quant or q
+    quant = quant or parsed.get("dtype")
     model = resolve_model(catalog, ref)
     spec = getattr(model, "spec", model)
     loaded = getattr(model, "layout", None)

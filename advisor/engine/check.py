@@ -227,7 +227,8 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
         f"{model.id}-{quant.id}.gguf"
     report = replace(report, launch=launch_for(rules.launch, runtime, model_file=model_file,
                                                  placement=placement, placer=placer, options=options, ctx=ctx,
-                                                 n_layers=model.layers))
+                                                 n_layers=model.layers,
+                                                 model_ref=model_file if loaded is not None else None))
     if options.workload != "inference":
         from advisor.engine.training import estimate_training, training_verdict
 

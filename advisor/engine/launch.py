@@ -52,6 +52,8 @@ class ParsedCommand(Record):
     """Unknown flags (named), flags the advisor does not model, values it read only in part."""
     ignored: tuple[str, ...] = ()
     """Flags read and known to change neither memory nor speed."""
+    declared: tuple[str, ...] = ()
+    """Every setting the launcher can state (one it cannot state keeps the other options' value)."""
 
     def get(self, name: str, default: str | None = None) -> str | None:
         found = [v for k, v in self.settings if k == name]
@@ -135,15 +137,22 @@ def render(rules: LaunchRules, launcher_id: str, values: dict[str, str | None]) 
     flags = launcher_flags(rules, launcher_id)
     if entry.style == "modelfile":
         return _render_modelfile(entry, launcher_id, flags, values)
-    words = [entry.program]
+    words = [entry.program] + ([entry.subcommand] if entry.subcommand else [])
     order = _emit_order(rules, launcher_id)
     for name in order:
         if name == "n_cpu_moe" and values.get("cpu_moe") is not None:
             name = "cpu_moe"
         value = values.get(name)
-        if value is None or name not in flags:
+        if name == entry.positional and value is not None:
+            words.append(value)
+            continue
+        if value is None or name not in flags or entry.defaults.get(name) == value:
             continue
         flag = flags[name]
+        if flag.values:
+            value = next((spelt for spelt, ours in flag.values.items() if ours == value), None)
+            if value is None:
+                continue
         words.append(flag.names[0])
         if flag.value != "switch":
             words.append(value)
@@ -193,15 +202,17 @@ def parse_command(rules: LaunchRules, text: str, runtime: str | None = None) -> 
     program = words[0].rsplit("/", 1)[-1].removesuffix(".exe")
     if program == "python" or program.startswith("python3"):
         program = " ".join(words[:3]) if len(words) > 2 and words[1] == "-m" else program
-    candidates = [lid for lid, e in rules.launcher.items() if e.program == program and e.style == "argv"]
+    sub = words[1] if len(words) > 1 else ""
+    candidates = [lid for lid, e in rules.launcher.items() if e.program == program and e.style == "argv"
+                  and e.subcommand in ("", sub)]
     if not candidates:
-        known = sorted({e.program for e in rules.launcher.values() if e.style == "argv"})
+        known = sorted({f"{e.program} {e.subcommand}".strip() for e in rules.launcher.values() if e.style == "argv"})
         raise AdvisorError(f"--cmd: {program!r} is not a program the advisor reads",
                            f"it reads: {', '.join(known)}")
     if runtime:
         preferred = [lid for lid in candidates if rules.launcher[lid].runtime == runtime]
         candidates = preferred or candidates
-    parses = [_parse_words(rules, lid, words[1:]) for lid in candidates]
+    parses = [_parse_words(rules, lid, words[2 if rules.launcher[lid].subcommand else 1:]) for lid in candidates]
     unknown_counts = [sum(1 for n in p.notes if n.startswith("unknown")) for p in parses]
     return parses[unknown_counts.index(min(unknown_counts))]
 
@@ -212,6 +223,7 @@ def _parse_words(rules: LaunchRules, launcher_id: str, args: list[str]) -> Parse
     for setting, flag in flags.items():
         for spelling in flag.names:
             by_name[spelling] = (setting, flag)
+    entry = rules.launcher[launcher_id]
     settings: list[tuple[str, str]] = []
     notes: list[str] = []
     ignored: list[str] = []
@@ -220,6 +232,9 @@ def _parse_words(rules: LaunchRules, launcher_id: str, args: list[str]) -> Parse
         word = args[i]
         i += 1
         name, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        if entry.positional and not word.startswith("-") and entry.positional not in (k for k, _ in settings):
+            settings.append((entry.positional, word))
+            continue
         if name not in by_name:
             if word.startswith("-") and len(word) > 1:
                 value = ""
@@ -253,9 +268,17 @@ def _parse_words(rules: LaunchRules, launcher_id: str, args: list[str]) -> Parse
         if flag.value == "list" and "," in value and setting in ("n_prompt", "n_gen"):
             notes.append(f"{name} {value}: a sweep; the answer is for the first value")
             value = value.split(",")[0]
+        if flag.values:
+            if value not in flag.values:
+                notes.append(f"{name} {value}: a value the advisor does not model; not read "
+                             f"(it reads {', '.join(flag.values)})")
+                continue
+            value = flag.values[value]
         settings.append((setting, value))
-    entry = rules.launcher[launcher_id]
-    return ParsedCommand(launcher_id, entry.runtime, tuple(settings), tuple(notes), tuple(ignored))
+    given = {k for k, _ in settings}
+    settings += [(k, v) for k, v in entry.defaults.items() if k not in given]
+    return ParsedCommand(launcher_id, entry.runtime, tuple(settings), tuple(notes), tuple(ignored),
+                         declared=tuple(flags) + ((entry.positional,) if entry.positional else ()))
 
 
 def _example(kind: str) -> str:
@@ -335,13 +358,14 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
     if quant:
         changes["quant"] = quant
     np_ = _int(parsed, "parallel", 1, 4096)
-    if np_ is None:
+    if "parallel" in parsed.declared or not parsed.declared:
+        changes["concurrency"] = np_ = np_ or 1
+    else:  # a paged server: requests at once are the workload's (--concurrency), not the command's
         np_ = 1
-    unified = parsed.get("kv_unified") is not None
-    changes["concurrency"] = np_
-    changes["kv_unified"] = unified
+    if "kv_unified" in parsed.declared or not parsed.declared:
+        changes["kv_unified"] = parsed.get("kv_unified") is not None
     total = _int(parsed, "ctx_total", 0, 16 * 1024 * 1024)
-    per_seq = _int(parsed, "ctx_per_seq", 1, 16 * 1024 * 1024)
+    per_seq = _int(parsed, "ctx_per_seq", 1, 16 * 1024 * 1024) or _int(parsed, "max_model_len", 1, 16 * 1024 * 1024)
     n_prompt = _int(parsed, "n_prompt", 0, 16 * 1024 * 1024)
     n_gen = _int(parsed, "n_gen", 0, 16 * 1024 * 1024)
     if per_seq is not None:
@@ -368,6 +392,25 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
         if k not in KV_TYPES:
             raise AdvisorError(f"--cmd: KV cache type {k!r}", f"use one of: {', '.join(KV_TYPES)}")
         changes["kv_type"] = k
+    for setting, key in (("max_num_seqs", "max_num_seqs"), ("max_num_batched_tokens", "max_num_batched_tokens"),
+                         ("tensor_parallel", "tensor_parallel"), ("pipeline_parallel", "pipeline_parallel")):
+        n = _int(parsed, setting, 1, 1_000_000)
+        if n is not None:
+            changes[key] = n
+    for setting, key in (("memory_fraction", "memory_fraction"), ("cpu_offload_gb", "cpu_offload_gb")):
+        text = parsed.get(setting)
+        if text is not None:
+            try:
+                changes[key] = float(text)
+            except ValueError:
+                raise AdvisorError(f"--cmd: {setting.replace('_', ' ')} {text!r} is not a number", "e.g. 0.9") from None
+    if parsed.get("eager") is not None:
+        changes["enforce_eager"] = True
+    kvd = parsed.get("kv_cache_dtype")
+    if kvd is not None:
+        if kvd not in KV_TYPES:
+            raise AdvisorError(f"--cmd: KV cache type {kvd!r}", f"use one of: {', '.join(KV_TYPES)}")
+        changes["kv_type"] = kvd
     ub = _int(parsed, "ubatch", 1, 1_000_000)
     if ub is not None:
         changes["ubatch"] = ub
@@ -415,7 +458,7 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
 
 
 def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, options, ctx: int,
-               n_layers: int) -> Launch | None:
+               n_layers: int, model_ref: str | None = None) -> Launch | None:
     """The command that realises this placement with the first launcher rules/launch.toml declares for
     the runtime `rt` (None: it has none yet)."""
     ids = launchers_for(rules, rt.id)
@@ -435,4 +478,37 @@ def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, op
         tensor_split=options.tensor_split, cpu_expert_set=placement.cpu_expert_set, moe_layers=moe,
         flash_attention=placer.flash_attention, kv_type=options.kv_type, ubatch=options.ubatch,
         swa_full=options.swa_full, prompt_tokens=options.prompt_tokens)
+    model, quant = placer.model, placer.quant
+    values.update(serving_settings(placer, options, ctx, model_ref=model_ref or model_reference(model, quant)))
     return render(rules, ids[0], values)
+
+
+def model_reference(model, quant) -> str:
+    """What a server that downloads its weights is given: the Hugging Face repo id the catalog lists for
+    the model (an `ORG/NAME` alias; one that ends with the quant's id first), else the catalog id."""
+    repos = [a for a in getattr(model, "aliases", ()) if "/" in a and ":" not in a and " " not in a]
+    quant_id = quant.id.lower()
+    for repo in repos:
+        if repo.lower().endswith(("-" + quant_id, "_" + quant_id)):
+            return repo
+    return repos[0] if repos else model.id
+
+
+def serving_settings(placer, options, ctx: int, *, model_ref: str) -> dict[str, str | None]:
+    """A paged server's settings for this answer: the model, its quantization, the context per request
+    (when less than the model's), parallel sizes over more than one GPU and the options the user set."""
+    tp, pp = placer.parallel_sizes() if hasattr(placer, "parallel_sizes") else (1, 1)
+    return {
+        "hf_repo": model_ref,
+        "quantization": placer.quant.id,
+        "dtype": placer.quant.id,
+        "max_model_len": str(ctx) if ctx != placer.model.max_context else None,
+        "tensor_parallel": str(tp) if tp > 1 else None,
+        "pipeline_parallel": str(pp) if pp > 1 else None,
+        "memory_fraction": f"{options.memory_fraction:g}" if options.memory_fraction is not None else None,
+        "kv_cache_dtype": options.kv_type if options.kv_type != "f16" else None,
+        "max_num_seqs": str(options.max_num_seqs) if options.max_num_seqs else None,
+        "max_num_batched_tokens": str(options.max_num_batched_tokens) if options.max_num_batched_tokens else None,
+        "eager": "" if options.enforce_eager else None,
+        "cpu_offload_gb": f"{options.cpu_offload_gb:g}" if options.cpu_offload_gb else None,
+    }

@@ -1,0 +1,99 @@
+"""`vllm serve`: the command an answer with --runtime vllm carries, and `--cmd "vllm serve ..."` read back.
+
+The launcher is data (rules/launch.toml [launcher.vllm-serve]: subcommand, positional model, flag values);
+these tests feed each emitted command back through --cmd and ask for the same placement and serving answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_launch import _answer
+
+# Workload options a server command line does not carry: passed alongside --cmd, as the rig is.
+_PASS = ("--gpu", "--ram", "--pcie", "--concurrency", "--prompt-tokens")
+
+
+def _passed(argv: tuple[str, ...]) -> list[str]:
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in _PASS:
+            out += argv[i:i + 2]
+            i += 2
+        else:
+            i += 1
+    return out
+
+
+ROUND_TRIPS = [
+    # the three issue-15 examples
+    ("llama-3.1-8b", "--gpu", "h100-sxm", "--runtime", "vllm", "--concurrency", "64"),
+    ("qwen3-32b", "--quant", "awq", "--gpu", "2xrtx-3090", "--runtime", "vllm", "--concurrency", "16"),
+    ("qwen2.5-32b", "--quant", "awq", "--gpu", "2xrtx-3090", "--runtime", "vllm", "--split", "tensor",
+     "--prompt-tokens", "16384", "--ctx", "32768", "--concurrency", "8"),
+    # every serving option at once
+    ("llama-3.1-70b", "--quant", "fp8", "--gpu", "4xrtx-3090", "--runtime", "vllm", "--kv-cache", "fp8",
+     "--gpu-memory-utilization", "0.95", "--max-num-seqs", "32", "--enforce-eager", "--ctx", "16384"),
+    # pipeline stages, and tensor x pipeline
+    ("llama-3.1-70b", "--quant", "awq", "--gpu", "2xrtx-3090", "--runtime", "vllm", "--split", "layer",
+     "--ctx", "4096"),
+    ("llama-3.1-70b", "--quant", "awq", "--gpu", "4xrtx-3090", "--runtime", "vllm",
+     "--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"),
+    # unquantized, one GPU, the model's whole context (no --max-model-len written)
+    ("llama-3.1-8b", "--quant", "BF16", "--gpu", "h100-sxm", "--runtime", "vllm", "--ctx", "131072"),
+]
+
+
+@pytest.mark.parametrize("argv", ROUND_TRIPS, ids=[" ".join(a) for a in ROUND_TRIPS])
+def test_emitted_vllm_command_round_trips(catalog, argv):
+    first = _answer(catalog, *argv)
+    assert first.launch is not None and first.launch.command.startswith("vllm serve ")
+    assert first.launch.launcher == "vllm-serve" and first.runtime.id == "vllm"
+    again = _answer(catalog, "--cmd", first.launch.command, *_passed(argv))
+    assert again.runtime.id == "vllm"
+    assert again.quant.id == first.quant.id and again.context_tokens == first.context_tokens
+    assert again.options.kv_type == first.options.kv_type
+    a, b = first.placement, again.placement
+    assert (a.strategy, a.runs, a.gpu_layers) == (b.strategy, b.runs, b.gpu_layers)
+    assert [(d.weights_bytes, d.kv_cache_bytes, d.overhead_bytes) for d in a.devices] == \
+        [(d.weights_bytes, d.kv_cache_bytes, d.overhead_bytes) for d in b.devices]
+    s, t = first.serving, again.serving
+    assert s is not None and t is not None
+    assert (s.kv_cache_tokens, s.max_concurrency, s.running, s.queued, s.max_num_seqs, s.memory_fraction) == \
+        (t.kv_cache_tokens, t.max_concurrency, t.running, t.queued, t.max_num_seqs, t.memory_fraction)
+    assert again.launch is not None and again.launch.command == first.launch.command
+
+
+def test_the_command_names_what_the_answer_depends_on(catalog):
+    r = _answer(catalog, "qwen3-32b", "--quant", "awq", "--gpu", "2xrtx-3090", "--runtime", "vllm",
+                "--ctx", "32768", "--kv-cache", "fp8", "--gpu-memory-utilization", "0.95", "--max-num-seqs", "32")
+    assert r.launch.command == ("vllm serve Qwen/Qwen3-32B --quantization awq --tensor-parallel-size 2 "
+                                "--max-model-len 32768 --gpu-memory-utilization 0.95 --kv-cache-dtype fp8 "
+                                "--max-num-seqs 32")
+    plain = _answer(catalog, "llama-3.1-8b", "--quant", "BF16", "--gpu", "h100-sxm", "--runtime", "vllm",
+                    "--ctx", "131072")
+    assert plain.launch.command == "vllm serve meta-llama/Llama-3.1-8B"  # vLLM's defaults say the rest
+
+
+def test_a_vllm_command_reads_back_with_the_model_as_positional(catalog):
+    cmd = ("vllm serve Qwen/Qwen3-32B-AWQ --tensor-parallel-size 2 --max-model-len 32768 "
+           "--gpu-memory-utilization 0.95 --kv-cache-dtype fp8_e4m3 --max-num-seqs 32 --port 8000 "
+           "--trust-remote-code --frobnicate 3 --enable-expert-parallel")
+    r = _answer(catalog, "--cmd", cmd, "--gpu", "2xrtx-3090")
+    o = r.options
+    assert r.model.id == "qwen3-32b" and r.quant.id == "awq" and r.runtime.id == "vllm"
+    assert (o.ctx, o.tensor_parallel, o.memory_fraction, o.kv_type, o.max_num_seqs) == \
+        (32768, 2, 0.95, "fp8", 32)
+    assert r.serving is not None and r.serving.memory_fraction == 0.95
+    notes = " ".join(f.message for f in r.findings if f.code == "CMD001")
+    assert "--frobnicate 3" in notes and "--enable-expert-parallel" in notes
+    assert "--port" not in notes and "--trust-remote-code" not in notes
+
+
+def test_vllm_without_serve_or_with_a_value_it_does_not_model(catalog):
+    from advisor.errors import AdvisorError
+
+    with pytest.raises(AdvisorError, match="vllm serve"):
+        _answer(catalog, "--cmd", "vllm bench latency --model Qwen/Qwen3-32B", "--gpu", "rtx-4090")
+    r = _answer(catalog, "--cmd", "vllm serve Qwen/Qwen3-32B --quantization marlin_x", "--gpu", "h100-sxm")
+    assert r.quant.id == "BF16"
+    assert any("--quantization marlin_x" in f.message for f in r.findings if f.code == "CMD001")
