@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
-
-import re2
+from functools import cache
 
 from advisor.record import Record, record
 from advisor.catalog.rulebook import LaunchFlag, Launcher, LaunchRules
@@ -298,8 +297,14 @@ def _int(parsed: ParsedCommand, name: str, lo: int, hi: int) -> int | None:
 # matches in time linear in the name (Python's re backtracks: `(a+)+$` took 3 s on a 25-character name),
 # so a pathological pattern cannot hang the answer. RE2 lacks backreferences and lookaround, which
 # llama.cpp's tensor-override patterns do not use; such a pattern is refused with the reason.
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False
+# Imported on first use: only a --cmd with -ot needs it, not every answer's start-up.
+@cache
+def _re2():
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    return re2, options
 
 
 def expert_layers_from_overrides(patterns: list[str], n_layers: int) -> tuple[int, ...] | None:
@@ -315,8 +320,9 @@ def expert_layers_from_overrides(patterns: list[str], n_layers: int) -> tuple[in
             regex, eq, buffer = part.rpartition("=")
             if not eq or not regex:
                 raise AdvisorError(f"--cmd: -ot {part!r} is not PATTERN=BUFFER", "e.g. -ot exps=CPU")
+            re2, options = _re2()
             try:
-                rules.append((re2.compile(regex, options=_RE2_OPTIONS), buffer.strip().upper()))
+                rules.append((re2.compile(regex, options=options), buffer.strip().upper()))
             except re2.error as exc:
                 why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
                 raise AdvisorError(f"--cmd: -ot {regex!r} is not a regular expression the advisor reads ({why})",
