@@ -30,9 +30,13 @@ def test_one_stream_tensor_parallel_decode_gains_little(catalog):
         assert r.interconnect.nvlink_speedup < 1.2
 
 
-def test_llama_cpp_tensor_split_gains_nothing_from_a_faster_link(catalog):
+def test_llama_cpp_row_split_gains_only_the_peer_copies_from_nvlink(catalog):
+    """llama.cpp -sm row synchronises every split matrix; NVLink turns the host-staged copies of a GeForce
+    pair into peer copies (rules/interconnect.toml [row_split] per_gpu_us) and moves nothing else: a
+    modest gain, never `needed` (tests/test_row_split.py holds the rest)."""
     r = verdict(catalog, "llama-3.1-70b", ["2xrtx-3090"], quant="Q4_K_M", split="tensor")
-    assert r.interconnect.nvlink == "not_needed"
+    assert r.interconnect.nvlink in ("not_needed", "helps")
+    assert 1.0 < r.interconnect.nvlink_speedup < 1.25
 
 
 @pytest.mark.parametrize("opts", [{"prompt_tokens": 8192}, {"concurrency": 16, "ctx": 2048}])

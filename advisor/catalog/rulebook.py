@@ -173,8 +173,25 @@ class AllreduceRules(Record):
     __pydantic_config__ = _STRICT
     latency_us: dict[str, float]
     """Latency of one small all-reduce per link kind, microseconds."""
-    row_split_sync_us: float
-    """Floor per all-reduce of a row split synchronised through the host (llama.cpp -sm row), microseconds."""
+
+
+@record
+class RowSplitRules(Record):
+    """llama.cpp's row split (-sm row): every split weight matrix is one synchronised multiply."""
+    __pydantic_config__ = _STRICT
+    sync_us: float
+    """Fixed cost of one split matrix multiply (events, the main GPU waiting), microseconds."""
+    per_gpu_us: dict[str, float]
+    """Added per GPU beyond the first, by whether the copies go peer to peer (`peer`) or through host
+    memory (`staged`), microseconds."""
+    peer_max_batch: int
+    """Tokens per micro-batch up to which peer access is on (GGML_CUDA_PEER_MAX_BATCH_SIZE)."""
+    col_stride: int
+    """Tokens per synchronised slice of a larger batch (MUL_MAT_SRC1_COL_STRIDE)."""
+    src1_bytes: dict[str, float]
+    """Bytes per input activation sent to each other GPU: `quantized` weights take q8_1 blocks, `float` f32."""
+    matrices: dict[str, int]
+    """Split weight matrices per layer: `attention` (Q, K, V, output) and `feed_forward` (gate, up, down)."""
 
 
 @record
@@ -215,6 +232,7 @@ class InterconnectRules(Record):
     __pydantic_config__ = _STRICT
     pcie: PcieRules
     allreduce: AllreduceRules
+    row_split: RowSplitRules
     nvlink: NvlinkRules
     network: NetworkRules
     verdict: VerdictRules

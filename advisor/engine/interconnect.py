@@ -84,12 +84,12 @@ def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime: Runtim
     assert link is not None
     ic = rules.interconnect
     h = model.hidden_size
+    if placement.strategy == "tensor_parallel" and runtime.tensor_split == "rows":
+        return _row_split_times(placement, rig, model, runtime, rules, prompt_tokens, streams, used, link, mode)
     if placement.strategy == "tensor_parallel":
         n = len(used)
         ring = 2 * (n - 1) / n
         per_ar = link.latency_us * 1e-6
-        if runtime.tensor_split == "rows":  # synchronised through the host per matrix, whatever the link
-            per_ar = max(per_ar, float(ic.allreduce.row_split_sync_us) * 1e-6)
         count = 2 * model.layers
         decode = count * (per_ar + ring * h * 2 * streams / (link.gb_s * 1e9))
         prefill = count * (per_ar + ring * h * 2 * prompt_tokens / (link.gb_s * 1e9))
@@ -99,4 +99,58 @@ def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime: Runtim
             float(ic.pcie.copy_latency_us["p2p" if link.kind in ("nvlink", "pcie_p2p") else "host_staged"])
         decode = boundaries * (copy * 1e-6 + h * 4 * streams / (link.gb_s * 1e9))
         prefill = boundaries * (copy * 1e-6 + h * 4 * prompt_tokens / (link.gb_s * 1e9))
+    return LinkTimes(decode, prefill, link)
+
+
+def split_matrices(model: ModelSpec, rules: Rulebook) -> int:
+    """Weight matrices a row split divides over the GPUs, over all layers: attention's in every layer,
+    the feed-forward's in dense layers and in MoE layers with shared experts (routed experts are not
+    split: rules/interconnect.toml [row_split] matrices)."""
+    m = rules.interconnect.row_split.matrices
+    ffn_layers = model.layers
+    if model.is_moe:
+        ffn_layers = model.dense_layers + ((model.layers - model.dense_layers) if model.shared_experts else 0)
+    return int(model.layers * m["attention"] + ffn_layers * m["feed_forward"])
+
+
+def _row_split_times(placement: Placement, rig: Rig, model: ModelSpec, runtime: RuntimeSpec, rules: Rulebook,
+                     prompt_tokens: int, streams: int, used: list[int], link: Link, mode: str) -> LinkTimes:
+    """llama.cpp -sm row: every split matrix multiply is synchronised on its own (rules/interconnect.toml
+    [row_split]): a fixed cost plus one per further GPU, peer to peer where the rig's links allow it
+    (NVLink or PCIe P2P, and only for micro-batches up to `peer_max_batch` tokens), else staged through
+    host memory; each other GPU receives the input activations and sends back its slice of the result."""
+    rs = rules.interconnect.row_split
+    n = len(used)
+    peer = link.kind in ("nvlink", "pcie_p2p")
+    mats = split_matrices(model, rules)
+    h, ff = model.hidden_size, model.moe_intermediate_size if model.is_moe else model.intermediate_size
+    q_dim, kv_dim = model.attention_heads * model.head_dim, model.kv_heads * model.head_dim
+    layout = placement.layout
+    quantized = layout is None or layout.total_bytes < 2 * model.params_total  # f16/bf16/f32 keep >= 2 bytes
+    src1 = float(rs.src1_bytes["quantized" if quantized else "float"])
+    ffn_share = (mats - model.layers * rs.matrices["attention"]) / max(model.layers * rs.matrices["feed_forward"], 1)
+    # per token and layer: the main GPU sends the input activations to each other GPU (Q, K, V, gate and
+    # up read the hidden state, the output matrix the attention result, down the feed-forward activation)
+    # and receives (n-1)/n of every output row back; PCIe is full duplex, so the larger direction counts
+    inputs = 3 * h + q_dim + ffn_share * (2 * h + ff)
+    outputs = q_dim + 2 * kv_dim + h + ffn_share * (2 * ff + h)
+    per_token = model.layers * max((n - 1) * src1 * inputs, (n - 1) / n * 4 * outputs)
+
+    def sync_s(with_peer: bool, slices: int) -> float:
+        per_gpu = float(rs.per_gpu_us["peer" if with_peer else "staged"])
+        return (float(rs.sync_us) + slices * (n - 1) * per_gpu) * 1e-6
+
+    # every copy crosses the main GPU's own link (peer to peer: the pair's link); llama.cpp PR #4766 (3x P40):
+    # moving the main GPU from x16 to x8 cost 19% of row-split pp512 and 2% of its tg128
+    main = rig.gpus[used[0]]
+    main_gb_s = pcie_gb_s(main.pcie_gen or main.spec.pcie_gen or 3, main.pcie_lanes or main.spec.pcie_lanes or 16,
+                          rules)
+    decode_peer = peer and streams <= rs.peer_max_batch
+    decode = mats * sync_s(decode_peer, -(-streams // rs.col_stride)) \
+        + per_token * streams / ((link.gb_s if decode_peer else main_gb_s) * 1e9)
+    ub = max(1, min(runtime.ubatch, prompt_tokens))
+    n_ub = -(-prompt_tokens // ub)
+    peer_pp = peer and ub <= rs.peer_max_batch  # above it peer access is off: the copies go through the host
+    prefill = mats * n_ub * sync_s(peer_pp, -(-ub // rs.col_stride)) \
+        + per_token * prompt_tokens / ((link.gb_s if peer_pp else main_gb_s) * 1e9)
     return LinkTimes(decode, prefill, link)
