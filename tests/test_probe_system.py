@@ -466,3 +466,20 @@ def test_detect_text_states_the_assumed_default(run_cli, tmp_path):
     assert r.returncode == 0
     line = next(x for x in r.stdout.splitlines() if x.startswith("system:"))
     assert "RAM bandwidth" in line and ("assumed" in line or "SMBIOS" in line or "Apple" in line)
+
+
+def test_edac_channels_when_smbios_is_root_only(tmp_path):
+    """EDAC's sysfs (world-readable) gives channels and type but no speed: say so, with the preset to give."""
+    (tmp_path / "sys/firmware/dmi/entries").mkdir(parents=True)
+    for mc in range(2):  # two memory controllers (sockets or dies), four channels each
+        for ch in range(4):
+            d = f"sys/devices/system/edac/mc/mc{mc}/dimm{ch * 2}"
+            write(tmp_path, f"{d}/size", "32768\n")
+            write(tmp_path, f"{d}/dimm_location", f"csrow {ch} channel {ch} \n")
+            write(tmp_path, f"{d}/dimm_mem_type", "Registered-DDR4\n")
+            e = f"sys/devices/system/edac/mc/mc{mc}/dimm{ch * 2 + 1}"  # the empty second slot
+            write(tmp_path, f"{e}/size", "0\n")
+            write(tmp_path, f"{e}/dimm_location", f"csrow {ch} channel {ch} \n")
+    gb_s, basis = smbios_bandwidth(tmp_path, run=lambda cmd: None)
+    assert gb_s is None
+    assert "8 memory channel(s) of Registered-DDR4" in basis and "--ram-bw ddr4-MTSx8" in basis

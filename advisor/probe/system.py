@@ -124,8 +124,38 @@ def smbios_bandwidth(root: Path, run: Runner | None = None) -> tuple[float | Non
         readable = readable or bool(out)
         devices = parse_dmidecode(out) if out else []
     if not devices:
-        return None, "unknown" if readable or not _dmi_present(root) else UNREADABLE
+        if readable or not _dmi_present(root):
+            return None, "unknown"
+        edac = edac_channels(root)
+        if edac:
+            n, kind = edac
+            gen = (re.search(r"DDR\d", kind) or re.search(r"\w+$", kind))
+            hint = f"{gen.group(0).lower()}-MTSx{n}" if gen else f"ddr5-6000x{n}"
+            return None, (f"SMBIOS memory tables not readable here (root only); EDAC shows {n} memory channel(s) "
+                          f"of {kind} but not their speed: give --ram-bw {hint} with your MT/s")
+        return None, UNREADABLE
     return bandwidth_of(devices)
+
+
+def edac_channels(root: Path) -> tuple[int, str] | None:
+    """(channels, memory type) of the populated DIMMs the EDAC driver lists (world-readable, unlike
+    SMBIOS; no speed): /sys/devices/system/edac/mc/mc*/dimm*/ with `size` (MB), `dimm_location`
+    ("csrow 0 channel 1", "channel 0 slot 0") and `dimm_mem_type` ("Registered-DDR4"), per the kernel's
+    Documentation/ABI/testing/sysfs-devices-edac."""
+    channels: set[tuple[str, str]] = set()
+    kinds: set[str] = set()
+    for dimm in sorted((root / "sys/devices/system/edac/mc").glob("mc*/dimm*")):
+        size = (_read(dimm / "size") or "").strip()
+        loc = re.search(r"channel\s*(\d+)", _read(dimm / "dimm_location") or "")
+        if not size.isdigit() or int(size) == 0 or not loc:
+            continue
+        channels.add((dimm.parent.name, loc.group(1)))
+        kind = (_read(dimm / "dimm_mem_type") or "").strip()
+        if kind and kind.lower() != "unknown":
+            kinds.add(kind)
+    if not channels:
+        return None
+    return len(channels), "/".join(sorted(kinds)) or "unknown type"
 
 
 def bandwidth_of(devices: list[MemoryDevice]) -> tuple[float | None, str]:
