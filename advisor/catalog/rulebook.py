@@ -407,6 +407,8 @@ class LaunchFlag(Record):
     values: dict[str, str] = field(default_factory=dict)
     """The program's spelling of a value -> the advisor's (`fp8_e4m3` -> `fp8`); written back as the
     first spelling that maps to the advisor's value (none: the setting is not written)."""
+    multiple_of: int = 0
+    """Written rounded up to a multiple of this (TabbyAPI's cache_size is whole 256-token pages); 0: as is."""
 
 
 @record

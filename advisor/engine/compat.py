@@ -5,6 +5,8 @@ runs instead."""
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
+
 from advisor.catalog.types import Catalog, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine.rig import Rig
 
@@ -25,18 +27,33 @@ def quant_runs_here(runtime: RuntimeSpec, quant: QuantSpec, rig: Rig) -> bool:
     return not (low and need and low[0] < need)
 
 
+def _model_gap(runtime: RuntimeSpec, model: ModelSpec) -> str:
+    """Why the runtime lacks code for this model (rules/runtimes.toml `unsupported_models`, patterns over
+    the model's id), or "" when it has it."""
+    return next((why for pattern, why in runtime.unsupported_models.items()
+                 if fnmatchcase(model.id.lower(), pattern)), "")
+
+
+def implements(runtime: RuntimeSpec, model: ModelSpec) -> bool:
+    """The runtime has code for this model: its family (`unsupported_families`) and the model itself."""
+    return model.family not in runtime.unsupported_families and not _model_gap(runtime, model)
+
+
 def _others(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec) -> list[str]:
     """Runtimes other than this one that run this model on this rig's GPUs."""
     vendors = {g.spec.vendor for g in rig.gpus}
     return [r.id for r in catalog.runtimes.values()
-            if r != runtime and runtime_runs_here(r, rig) and vendors <= set(r.vendors)
-            and model.family not in r.unsupported_families]
+            if r != runtime and runtime_runs_here(r, rig) and vendors <= set(r.vendors) and implements(r, model)]
 
 
 def refusal(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec, quant: QuantSpec | None) -> str:
     """Why this runtime cannot run this model (at this quantization) on this rig, or "" when nothing forbids it."""
     if model.family in runtime.unsupported_families:
         return (f"{runtime.name} does not implement {model.family} models ({runtime.families_basis}); "
+                f"runtimes that do: {', '.join(_others(catalog, runtime, rig, model))}")
+    gap = _model_gap(runtime, model)
+    if gap:
+        return (f"{runtime.name} does not implement {model.name} ({gap}); "
                 f"runtimes that do: {', '.join(_others(catalog, runtime, rig, model))}")
     low = _lowest_cc(rig)
     backends = {g.spec.backend for g in rig.gpus if g.spec.backend}

@@ -152,6 +152,8 @@ def render(rules: LaunchRules, launcher_id: str, values: dict[str, str | None]) 
             value = next((spelt for spelt, ours in flag.values.items() if ours == value), None)
             if value is None:
                 continue
+        if flag.multiple_of and value.isdigit():
+            value = str(-(-int(value) // flag.multiple_of) * flag.multiple_of)
         words.append(flag.names[0])
         if flag.value != "switch":
             words.append(value)
@@ -506,6 +508,7 @@ def serving_settings(placer, options, ctx: int, *, model_ref: str) -> dict[str, 
     tp, pp = placer.parallel_sizes() if hasattr(placer, "parallel_sizes") else (1, 1)
     return {
         "hf_repo": model_ref,
+        "model_folder": model_ref.rstrip("/").rsplit("/", 1)[-1],  # where downloaders put a repo: its last part
         "quantization": placer.quant.id,
         "dtype": placer.quant.id,
         "max_model_len": str(ctx) if ctx != placer.model.max_context else None,
