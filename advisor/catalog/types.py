@@ -313,6 +313,10 @@ class QuantSpec(Record):
     (EXL3's `--head_bits`, 6 by default); None: `embed_bits`."""
     aliases: tuple[str, ...] = ()
     """Other names repos and tools use for this format (`compressed-tensors-w4a16`, `auto-round`)."""
+    ggml_tables: tuple[str, ...] = ()
+    """GGUF files: the ggml type tables beyond the common one that its tensors need (`ik_llama.cpp` for
+    IQ4_KS and the other ik_llama.cpp types, `llama.cpp` for ids only mainline defines); a runtime loads
+    the file only when it reads every one (RuntimeSpec.ggml_tables)."""
 
 
 @record
@@ -451,6 +455,11 @@ class RuntimeSpec(Record):
     """Memory its loader leaves free on every GPU after the first, MiB (beyond `context_mib`)."""
     swa_full_cache: bool = False
     """Sliding-window layers keep a cache as long as the global ones (no window-sized cache)."""
+    ggml_tables: tuple[str, ...] = ()
+    """GGUF runtimes: the ggml type tables it reads beyond the common ids (advisor/modelfile/ggml_types.py):
+    `llama.cpp` (mainline's own ids: TQ1_0, TQ2_0, NVFP4) or `ik_llama.cpp` (IQ2_K ... IQ1_KT, *_R4)."""
+    ggml_tables_basis: str = ""
+    """Where `ggml_tables` comes from."""
     notes: str = ""
     """Anything a reader of the entry should know."""
 
@@ -461,7 +470,10 @@ class RuntimeSpec(Record):
 
     def loads(self, quant: QuantSpec) -> bool:
         """It loads this quantization (the quant lists it, or the runtime it behaves like; a quantization read
-        from a file that lists no runtime, such as EXL2/EXL3, by the runtimes whose formats include its own)."""
+        from a file that lists no runtime, such as EXL2/EXL3, by the runtimes whose formats include its own),
+        and it reads every ggml type table the file's tensors come from."""
+        if set(quant.ggml_tables) - set(self.ggml_tables):
+            return False
         return (self.id in quant.runtimes or (bool(self.like) and self.like in quant.runtimes)
                 or (not quant.runtimes and quant.format in self.formats))
 
