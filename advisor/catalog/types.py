@@ -436,6 +436,8 @@ class RuntimeSpec(Record):
     `kv_cache_dtype`, `eager`, `tensor_parallel`, `pipeline_parallel`, `max_num_seqs`, `cpu_offload_gb`)."""
     min_compute_capability: float = 0.0
     """Lowest NVIDIA compute capability it runs on (0: no minimum)."""
+    max_gpus: int = 0
+    """Most GPUs one instance of it uses as the advisor models it (0: any number)."""
     hardware_basis: str = ""
     """Where `min_compute_capability` comes from."""
     quant_min_cc: dict[str, float] = field(default_factory=dict)

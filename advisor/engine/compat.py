@@ -18,6 +18,8 @@ def _lowest_cc(rig: Rig) -> tuple[float, str] | None:
 
 def runtime_runs_here(runtime: RuntimeSpec, rig: Rig) -> bool:
     low = _lowest_cc(rig)
+    if runtime.max_gpus and len(rig.gpus) > runtime.max_gpus:
+        return False
     return not (low and runtime.min_compute_capability and low[0] < runtime.min_compute_capability)
 
 
@@ -67,6 +69,10 @@ def refusal(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec, 
         return (f"{runtime.name} has no {quant.id} kernels for {', '.join(lacking)} ({runtime.quant_basis}); "
                 f"its 16-bit and other quantized paths run there; other runtimes: "
                 f"{', '.join(_others(catalog, runtime, rig, model))}")
+    if runtime.max_gpus and len(rig.gpus) > runtime.max_gpus:
+        return (f"{runtime.name} runs on {runtime.max_gpus} GPU{'s' if runtime.max_gpus > 1 else ''} as the advisor "
+                f"models it and this rig has {len(rig.gpus)} ({runtime.hardware_basis}); describe one GPU with --gpu, "
+                f"or use --runtime {' or '.join(_others(catalog, runtime, rig, model))}")
     if low and runtime.min_compute_capability and low[0] < runtime.min_compute_capability:
         return (f"{runtime.name} needs CUDA compute capability {runtime.min_compute_capability:g} or higher and "
                 f"{low[1]} has {low[0]:g} ({runtime.hardware_basis}); on this GPU use --runtime "
