@@ -192,3 +192,13 @@ def test_a_cache_mode_it_does_not_model_is_named(catalog):
     assert r.runtime.id == "exllamav3" and r.model.id == "llama-3.1-8b" and r.context_tokens == 4096
     notes = " ".join(r.options.command_notes)
     assert "--cache-mode 6,6" in notes and "--chunk-size 512" in notes
+
+
+def test_list_flags_take_every_value(catalog):
+    """TabbyAPI's list keys are argparse nargs="+": --gpu-split 20 20 20 is one flag with three values."""
+    r = _answer(catalog, "--gpu", "3xrtx-3090", "--quant", "exl3-4.0",
+                "--cmd", "python main.py --model-name Qwen2.5-32B --gpu-split 20 20 20 --api-servers OAI Kobold "
+                         "--max-seq-len 8192")
+    notes = r.options.command_notes
+    assert any("--gpu-split 20 20 20" in n for n in notes)
+    assert not any("unknown" in n for n in notes) and r.context_tokens == 8192

@@ -401,7 +401,8 @@ class LaunchFlag(Record):
     names: tuple[str, ...]
     """How the program spells it (the first is the one the advisor writes)."""
     value: str = "str"
-    """`int`, `float`, `str`, `path`, `list`, `switch` (no value), `fa` (on|off|auto, 1|0) or `layers`."""
+    """`int`, `float`, `str`, `path`, `list`, `switch` (no value), `fa` (on|off|auto, 1|0), `layers` or `words`
+    (one or more space-separated values, argparse nargs="+")."""
     why: str = ""
     """For settings the advisor does not use: why (shown with the answer)."""
     values: dict[str, str] = field(default_factory=dict)

@@ -260,6 +260,9 @@ def _parse_words(rules: LaunchRules, launcher_id: str, args: list[str]) -> Parse
                 raise AdvisorError(f"--cmd: {name} needs a value", f"e.g. {name} {_example(flag.value)}")
             value = args[i]
             i += 1
+            while flag.value == "words" and i < len(args) and not args[i].startswith("-"):  # argparse nargs="+"
+                value += f" {args[i]}"
+                i += 1
         if setting.startswith("ignored") or flag.why and not setting.startswith("unmodelled"):
             ignored.append(name)
             continue
