@@ -503,6 +503,9 @@ def vis001_vision_tower(r: Report, c: Catalog) -> Iterator[Said]:
     each = " each" if len(v.devices) > 1 else ""
     yield ("info", f"vision tower ({t.kind}, {t.params / 1e9:.2f}B parameters): {gib(v.weights_bytes)} of weights and "
                    f"{peak} on {where}{each}; {v.basis}.")
+    if v.flash_compute_bytes:
+        yield ("info", f"with flash attention (-fa on) its compute buffer would be "
+                       f"{gib(v.flash_compute_bytes)} instead of {gib(v.compute_bytes)}.")
     if v.sequential and v.compute_bytes:
         yield ("info", f"vLLM profiles the encoder on {v.images} image{'s' if v.images > 1 else ''} before the text "
                        f"run: its peak lowers the KV pool by what it exceeds the text run's; "

@@ -93,6 +93,8 @@ class VisionUse(Record):
     """Images the runtime profiles at once (vLLM)."""
     kept_bytes: int = 0
     """Encoder outputs the runtime keeps while it profiles the language model (vLLM's encoder cache)."""
+    flash_compute_bytes: int = 0
+    """The compute peak flash attention would give, when it is off here (llama.cpp's clip); 0 otherwise."""
     sequential: bool = False
     """The compute peak comes before the language model's (vLLM's profile): the two do not add; only the
     part above the language model's own peak, or the kept outputs, lower what is left."""
@@ -153,7 +155,8 @@ def vision_use(tower: VisionTower | None, runtime_id: str, rules, *, flash_atten
         where = "the first GPU" if devices else "system RAM (--no-mmproj-offload)"
         basis = (f"the mmproj's {tower.weight_bytes / MIB:.0f} MiB on {where}, plus its compute buffer for a "
                  f"{tower.warmup_patches}-patch warm-up image ({'flash attention' if flash_attention else 'no flash attention: f32 scores of every head'})")
-        return VisionUse(tower, tower.weight_bytes, compute, devices, basis)
+        return VisionUse(tower, tower.weight_bytes, compute, devices, basis,
+                         flash_compute_bytes=0 if flash_attention else clip_compute_bytes(tower, True, rules))
     if rt.compute == "encoder_profile":
         shards = max(tp, 1) if rt.placement == "tensor_parallel_first_stage" else 1
         devices = tuple(range(min(shards, max(n_gpus, 1)))) if n_gpus else ()
