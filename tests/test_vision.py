@@ -298,3 +298,13 @@ def test_limit_mm_per_prompt_spellings(text: str, want: int) -> None:
 def test_bad_limit_mm_per_prompt_is_one_line(text: str) -> None:
     with pytest.raises(AdvisorError):
         parse_mm_limit(text, "--limit-mm-per-prompt")
+
+
+def test_without_flash_attention_the_clip_buffer_holds_every_heads_scores_and_says_what_fa_saves(tmp_path: Path) -> None:
+    tower = _mmproj(tmp_path / "mmproj.gguf", kind="qwen3vl_merger", image=768, patch=16)
+    opts = Options(quant="Q4_K_M", ctx=4096, mmproj="mmproj.gguf", vision_tower=tower, flash_attn="off")
+    r = evaluate(CATALOG, RIG, CATALOG.models["qwen3-8b"], opts)
+    assert r.vision.compute_bytes == (16 * 8464 + 6 * 1152) * 8464 * 4
+    assert r.vision.flash_compute_bytes == (4304 + 3 * 1152) * 8464 * 4
+    assert any(f.code == "VIS001" and "-fa on" in f.message for f in r.findings)
+    assert "-fa off" in r.launch.command and "--mmproj mmproj.gguf" in r.launch.command
