@@ -93,9 +93,10 @@ def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
             raise AdvisorError(f"--{what} size {n} is out of range", f"use 1 to {MAX_CONCURRENCY}")
     if options.mm_limit != 0 and (options.mmproj or (options.vision_tower is not None
                                                      and options.vision_tower.source == "mmproj")):
-        vis = catalog.rules.vision.by_runtime.get(runtime.id)
+        vis = catalog.rules.vision.by_runtime.get(runtime.vision_terms)
         if vis is None or "mmproj" not in vis.loads:
-            takers = [r for r, v in catalog.rules.vision.by_runtime.items() if "mmproj" in v.loads]
+            takers = [r.id for r in catalog.runtimes.values()
+                      if "mmproj" in getattr(catalog.rules.vision.by_runtime.get(r.vision_terms), "loads", ())]
             raise AdvisorError(f"{runtime.name} does not load an mmproj file (--mmproj)",
                                f"runtimes that do: {', '.join(takers)}; {runtime.name} reads the vision tower "
                                f"from the model's own checkpoint" if takers else "drop --mmproj")

@@ -188,7 +188,7 @@ class Placer:
 
         tp = self.parallel_sizes()[0] if self.runtime.pipeline_split == "even" else 1
         tokens, seqs = self.batch_defaults()
-        return vision_use(self.options.vision_tower, self.runtime.id, self.rules, flash_attention=self.flash_attention,
+        return vision_use(self.options.vision_tower, self.runtime.vision_terms, self.rules, flash_attention=self.flash_attention,
                           n_gpus=len(self.rig.gpus), offload=self.options.mmproj_offload, limit=self.options.mm_limit,
                           tp=tp, max_num_batched_tokens=tokens, max_num_seqs=seqs)
 

@@ -4,7 +4,7 @@ A `VisionTower` is a model's image encoder and projector as it was read: from an
 separate file: exact bytes and the `clip.*` keys), from a checkpoint's own tensors (`visual.*`,
 `vision_tower.*`, `multi_modal_projector.*`: exact bytes), or counted from `vision_config` (parameters
 exact from the dims, bytes at the checkpoint's 16 bits). What a runtime does with it is data
-(rules/vision.toml `[by_runtime.ID]`): where the weights go, and which compute peak it reserves for the
+(rules/vision.toml `[by_runtime.<vision_terms>]`): where the weights go, and which compute peak it reserves for the
 largest image. The engine asks those rules, never the runtime's name. Pure: no I/O.
 
 llama.cpp (`--mmproj FILE`): tools/mtmd/clip.cpp loads the whole file into one backend buffer on the first
@@ -141,12 +141,12 @@ def encoder_profile_bytes(tower: VisionTower, images: int, rules) -> tuple[int, 
     return int(act + pixels + outputs), int(outputs)
 
 
-def vision_use(tower: VisionTower | None, runtime_id: str, rules, *, flash_attention: bool, n_gpus: int,
+def vision_use(tower: VisionTower | None, terms: str, rules, *, flash_attention: bool, n_gpus: int,
                offload: bool = True, limit: int | None = None, tp: int = 1, max_num_batched_tokens: int = 0,
                max_num_seqs: int = 1) -> VisionUse | None:
-    """What `tower` costs on `runtime_id`, or None when the runtime does not load it (no rules for it, a
-    tower the runtime takes from elsewhere, or text only)."""
-    rt = rules.vision.by_runtime.get(runtime_id)
+    """What `tower` costs on the runtime whose `vision_terms` are `terms`, or None when it does not load it
+    (no rules for it, a tower the runtime takes from elsewhere, or text only)."""
+    rt = rules.vision.by_runtime.get(terms) if terms else None
     if tower is None or rt is None or tower.source not in rt.loads or limit == 0:
         return None
     devices: tuple[int, ...] = (0,) if n_gpus and offload else ()
