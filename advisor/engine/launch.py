@@ -136,7 +136,7 @@ def render(rules: LaunchRules, launcher_id: str, values: dict[str, str | None]) 
     flags = launcher_flags(rules, launcher_id)
     if entry.style == "modelfile":
         return _render_modelfile(entry, launcher_id, flags, values)
-    words = [entry.program] + ([entry.subcommand] if entry.subcommand else [])
+    words = entry.program.split() + ([entry.subcommand] if entry.subcommand else [])
     order = _emit_order(rules, launcher_id)
     for name in order:
         if name == "n_cpu_moe" and values.get("cpu_moe") is not None:
@@ -199,9 +199,11 @@ def parse_command(rules: LaunchRules, text: str, runtime: str | None = None) -> 
     if not words:
         raise AdvisorError("--cmd is empty", "give the command line, e.g. --cmd \"llama-server -m x.gguf -c 8192\"")
     program = words[0].rsplit("/", 1)[-1].removesuffix(".exe")
-    if program == "python" or program.startswith("python3"):
-        program = " ".join(words[:3]) if len(words) > 2 and words[1] == "-m" else program
-    sub = words[1] if len(words) > 1 else ""
+    n_program = 1
+    if program == "python" or program.startswith("python3"):  # `python -m MODULE`, whichever python
+        if len(words) > 2 and words[1] == "-m":
+            program, n_program = f"python -m {words[2]}", 3
+    sub = words[n_program] if len(words) > n_program else ""
     candidates = [lid for lid, e in rules.launcher.items() if e.program == program and e.style == "argv"
                   and e.subcommand in ("", sub)]
     if not candidates:
@@ -211,7 +213,8 @@ def parse_command(rules: LaunchRules, text: str, runtime: str | None = None) -> 
     if runtime:
         preferred = [lid for lid in candidates if rules.launcher[lid].runtime == runtime]
         candidates = preferred or candidates
-    parses = [_parse_words(rules, lid, words[2 if rules.launcher[lid].subcommand else 1:]) for lid in candidates]
+    parses = [_parse_words(rules, lid, words[n_program + (1 if rules.launcher[lid].subcommand else 0):])
+              for lid in candidates]
     unknown_counts = [sum(1 for n in p.notes if n.startswith("unknown")) for p in parses]
     return parses[unknown_counts.index(min(unknown_counts))]
 
