@@ -81,3 +81,15 @@ def test_the_default_fraction_depends_on_the_chunk_read_back(catalog):
     big = _answer(catalog, "--cmd", base + " --chunked-prefill-size 8192", "--gpu", "rtx-4090")
     assert small.serving.memory_fraction > big.serving.memory_fraction
     assert small.serving.kv_cache_tokens > big.serving.kv_cache_tokens
+
+
+def test_sglang_names_on_the_command_line(catalog):
+    """check takes SGLang's own option names: --chunked-prefill-size (it also moves the default fraction),
+    --tp, --context-length, and they are written back as SGLang spells them."""
+    r = _answer(catalog, "llama-3.1-8b", "--quant", "BF16", "--gpu", "2xrtx-4090", "--runtime", "sglang",
+                "--tp", "2", "--context-length", "16384", "--chunked-prefill-size", "4096")
+    assert (r.options.tensor_parallel, r.options.ctx, r.options.max_num_batched_tokens) == (2, 16384, 4096)
+    assert r.launch.command == ("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --tp 2 "
+                                "--context-length 16384 --chunked-prefill-size 4096")
+    # 24,564 MiB card, tp 2: 512 + 4096 x 1.5 + 24 x 2 + 2 x 128 = 6,960 MiB reserved
+    assert r.serving.memory_fraction == round((24576 - 6960) / 24576, 3)

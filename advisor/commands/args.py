@@ -21,6 +21,7 @@ def options_from(args: argparse.Namespace):
 
                    memory_fraction=getattr(args, "gpu_memory_utilization", None),
                    max_num_seqs=getattr(args, "max_num_seqs", None),
+                   max_num_batched_tokens=getattr(args, "max_num_batched_tokens", None),
                    enforce_eager=getattr(args, "enforce_eager", False),
                    cpu_offload_gb=getattr(args, "cpu_offload_gb", None) or 0.0,
                    tensor_parallel=getattr(args, "tensor_parallel_size", None),
