@@ -28,8 +28,8 @@ GIB = 1024**3
 MIB = 1024**2
 ROWS = list(csv.DictReader(DATA.open(encoding="utf-8")))
 # Errors reached (held out by source); the test fails if they grow. Not widened to pass.
-WITHIN_5PCT_MIN = 4
-MEDIAN_ABS_ERR_MAX = 0.03
+WITHIN_5PCT_MIN = 5
+MEDIAN_ABS_ERR_MAX = 0.01
 SCORE_CTX = 4096  # the pool does not depend on the request length; a short one places on every rig
 
 
@@ -158,3 +158,15 @@ def test_requests_at_once_follow_the_pool(catalog):
     assert default_max_requests(rt, 298447, 40960) == 3730  # row 2 logs max_running_requests=3730
     assert default_max_requests(rt, 104273, 40960) == 2048  # row 3 logs 2048
     assert default_max_requests(rt, 3000, 4096) == 1500  # a small pool: half of it
+
+
+def test_nvlink_rigs_start_with_less_free(catalog):
+    """On NVLink-connected GPUs the distributed start's buffers come off before the fraction."""
+    r = next(r for r in ROWS if r["gpu"] == "h100-sxm" and r["tensor_parallel"] == "4")
+    rep = _report(catalog, r)
+    flat = _report(_with(catalog, context_mib_nvlink=0.0), r)
+    assert rep.serving.kv_cache_tokens < flat.serving.kv_cache_tokens
+    frac = float(r["mem_fraction_static"])
+    per_token = rep.placement.devices[0].kv_cache_bytes / SCORE_CTX
+    lost = (flat.serving.kv_cache_tokens - rep.serving.kv_cache_tokens) * per_token
+    assert abs(lost - frac * catalog.runtimes["sglang"].context_mib_nvlink * MIB) < 2 * per_token

@@ -430,6 +430,9 @@ class RuntimeSpec(Record):
     buffers, and only weights and KV cache live inside it: activations, CUDA graphs and request tables
     come out of the rest (SGLang's mem_fraction_static). False: the fraction is of the whole card and
     everything the runtime allocates comes out of it (vLLM's gpu_memory_utilization)."""
+    context_mib_nvlink: float = 0.0
+    """For a `fraction_of_free` runtime: extra per-GPU memory its distributed start takes when the GPUs
+    share NVLink (NCCL and all-reduce buffers), taken off before the fraction, MiB."""
     load_extra_mib: float = 0.0
     """Per-GPU memory loading the weights takes beyond the weight tensors, inside the fraction, MiB."""
     load_extra_basis: str = ""

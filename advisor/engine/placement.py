@@ -142,7 +142,10 @@ def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: Rulebook, fraction: f
                 cap = max(cap - int(reserve * GIB), 0)
         share = fraction or runtime.gpu_memory_utilization
         if runtime.fraction_of_free and not g.spec.unified_memory:
-            cap = max(cap - mem.context_bytes(runtime), 0)
+            cap -= mem.context_bytes(runtime)
+            if rig.nvlink and len(rig.gpus) > 1:
+                cap -= int(runtime.context_mib_nvlink * mem.MIB)
+            cap = max(cap, 0)
         if share:
             cap = int(cap * share)
         caps.append(cap)
