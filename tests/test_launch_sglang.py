@@ -93,3 +93,15 @@ def test_sglang_names_on_the_command_line(catalog):
                                 "--context-length 16384 --chunked-prefill-size 4096")
     # 24,564 MiB card, tp 2: 512 + 4096 x 1.5 + 24 x 2 + 2 x 128 = 6,960 MiB reserved
     assert r.serving.memory_fraction == round((24576 - 6960) / 24576, 3)
+
+
+def test_what_would_make_it_fit_in_sglangs_names(catalog):
+    """70B AWQ on two 3090s at 8k: SGLang would start but refuse the request; the remedies are spelt as
+    SGLang takes them (an fp8 cache is fp8_e5m2, not vLLM's bare fp8)."""
+    r = _answer(catalog, "llama-3.1-70b", "--quant", "awq", "--gpu", "2xrtx-3090", "--runtime", "sglang")
+    assert r.serving is not None and not r.serving.starts
+    options = [m.option for m in r.serving.remedies]
+    assert "--kv-cache-dtype fp8_e5m2" in options and any(o.startswith("--context-length ") for o in options)
+    assert any(o.startswith("--mem-fraction-static ") for o in options)
+    msg = next(f.message for f in r.findings if f.code == "SRV002")
+    assert "would start but refuse one 8,192-token request" in msg

@@ -424,12 +424,16 @@ class RuntimeSpec(Record):
     """Where `remedy_memory_fraction` comes from."""
     option_names: dict[str, str] = field(default_factory=dict)
     """Its own command-line names for the serving options (`memory_fraction`, `max_model_len`,
-    `kv_cache_dtype`, `eager`, `tensor_parallel`, `pipeline_parallel`, `max_num_seqs`, `cpu_offload_gb`)."""
+    `kv_cache_dtype`, `eager`, `tensor_parallel`, `pipeline_parallel`, `max_num_seqs`, `cpu_offload_gb`;
+    `kv_cache_dtype_fp8`: the whole option for an fp8 cache where the value is not spelt `fp8`)."""
     fraction_of_free: bool = False
     """The memory fraction applies to what is free once the process holds its CUDA context and NCCL
     buffers, and only weights and KV cache live inside it: activations, CUDA graphs and request tables
     come out of the rest (SGLang's mem_fraction_static). False: the fraction is of the whole card and
     everything the runtime allocates comes out of it (vLLM's gpu_memory_utilization)."""
+    starts_without_room: bool = False
+    """A paged runtime that starts even when one request of the full context does not fit its pool, and
+    then refuses longer requests (SGLang); False: it refuses to start (vLLM)."""
     context_mib_nvlink: float = 0.0
     """For a `fraction_of_free` runtime: extra per-GPU memory its distributed start takes when the GPUs
     share NVLink (NCCL and all-reduce buffers), taken off before the fraction, MiB."""

@@ -179,6 +179,10 @@ def srv002_what_makes_it_start(r: Report, c: Catalog) -> Iterator[Said]:
             parts.append(f"{m.option} (up to {ktok(m.max_context_tokens)})")
         else:
             parts.append(f"{m.option} (not enough)")
+    if r.runtime.starts_without_room:  # it starts, then refuses any request longer than its pool
+        yield ("error", f"{r.runtime.name} would start but refuse one {s.request_tokens:,}-token request: it does not "
+                        f"fit in the KV pool; what would make it fit: " + "; ".join(parts) + ".")
+        return
     yield ("error", f"{r.runtime.name} does not start: one {s.request_tokens:,}-token request does not fit in "
                     f"the KV pool; what would make it start: " + "; ".join(parts) + ".")
 

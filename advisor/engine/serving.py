@@ -47,7 +47,8 @@ def memory_fraction(runtime: RuntimeSpec, options: Options, rig: Rig | None = No
 
 
 def _basis(runtime: RuntimeSpec, share: float, ctx: int) -> str:
-    pages = f"one pool of {runtime.kv_block_tokens}-token pages"
+    pages = (f"one pool of {runtime.kv_block_tokens}-token pages" if runtime.kv_block_tokens > 1
+             else "one pool of token slots")
     if runtime.fraction_of_free:
         head = (f"{share:g} of what each GPU has free at start, less weights, is {pages} (activations and CUDA "
                 f"graphs come out of the rest)")
@@ -97,7 +98,8 @@ def remedies(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec,
     names = runtime.option_names
     tries: list[tuple[str, Options]] = []
     if "fp8" in runtime.kv_types and options.kv_type != "fp8" and "kv_cache_dtype" in names:
-        tries.append((f"{names['kv_cache_dtype']} fp8", replace(options, kv_type="fp8")))
+        fp8 = names.get("kv_cache_dtype_fp8") or f"{names['kv_cache_dtype']} fp8"  # as the runtime spells it
+        tries.append((fp8, replace(options, kv_type="fp8")))
     if runtime.remedy_memory_fraction > memory_fraction(runtime, options, rig) and "memory_fraction" in names:
         tries.append((f"{names['memory_fraction']} {runtime.remedy_memory_fraction:g}",
                       replace(options, memory_fraction=runtime.remedy_memory_fraction)))
