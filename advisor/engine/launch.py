@@ -152,6 +152,8 @@ def render(rules: LaunchRules, launcher_id: str, values: dict[str, str | None]) 
             value = next((spelt for spelt, ours in flag.values.items() if ours == value), None)
             if value is None:
                 continue
+        if flag.multiple_of and value.isdigit():
+            value = str(-(-int(value) // flag.multiple_of) * flag.multiple_of)
         words.append(flag.names[0])
         if flag.value != "switch":
             words.append(value)
@@ -200,7 +202,8 @@ def parse_command(rules: LaunchRules, text: str, runtime: str | None = None) -> 
         raise AdvisorError("--cmd is empty", "give the command line, e.g. --cmd \"llama-server -m x.gguf -c 8192\"")
     program = words[0].rsplit("/", 1)[-1].removesuffix(".exe")
     n_program = 1
-    if program == "python" or program.startswith("python3"):  # `python -m MODULE`, whichever python
+    if program == "python" or program.startswith("python3"):  # whichever python; `python -m MODULE` names the module
+        program = "python"
         if len(words) > 2 and words[1] == "-m":
             program, n_program = f"python -m {words[2]}", 3
     sub = words[n_program] if len(words) > n_program else ""
@@ -261,6 +264,9 @@ def _parse_words(rules: LaunchRules, launcher_id: str, args: list[str]) -> Parse
                 raise AdvisorError(f"--cmd: {name} needs a value", f"e.g. {name} {_example(flag.value)}")
             value = args[i]
             i += 1
+            while flag.value == "words" and i < len(args) and not args[i].startswith("-"):  # argparse nargs="+"
+                value += f" {args[i]}"
+                i += 1
         if setting.startswith("ignored") or flag.why and not setting.startswith("unmodelled"):
             ignored.append(name)
             continue
@@ -509,6 +515,7 @@ def serving_settings(placer, options, ctx: int, *, model_ref: str) -> dict[str, 
     tp, pp = placer.parallel_sizes() if hasattr(placer, "parallel_sizes") else (1, 1)
     return {
         "hf_repo": model_ref,
+        "model_folder": model_ref.rstrip("/").rsplit("/", 1)[-1],  # where downloaders put a repo: its last part
         "quantization": placer.quant.id,
         "dtype": placer.quant.id,
         "max_model_len": str(ctx) if ctx != placer.model.max_context else None,
