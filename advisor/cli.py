@@ -159,6 +159,10 @@ def _serving_args(p: argparse.ArgumentParser) -> None:
                    help="fraction of each GPU the runtime reserves (vLLM default 0.9)")
     g.add_argument("--max-num-seqs", "--max-running-requests", dest="max_num_seqs",
                    type=_whole("--max-num-seqs", 65_536), metavar="N", help="most requests decoded at once")
+    g.add_argument("--max-num-batched-tokens", dest="max_num_batched_tokens",
+                   type=_whole("--max-num-batched-tokens", 1_000_000), metavar="N",
+                   help="tokens per scheduler step, the batch vLLM profiles at start (default 2048, 8192 on "
+                        "large GPUs)")
     g.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager", action="store_true",
                    help="no CUDA graphs: their memory goes to the KV pool")
     g.add_argument("--cpu-offload-gb", type=_positive("--cpu-offload-gb", 100_000), metavar="GB",

@@ -430,6 +430,9 @@ class Launcher(Record):
     """The settings written, in this order (empty: the `like` launcher's)."""
     flags: dict[str, LaunchFlag] = field(default_factory=dict)
     """Setting name -> how it is spelt."""
+    quantize_at_load: tuple[str, ...] = ()
+    """Quant ids the program makes from the 16-bit checkpoint as it loads it (vLLM `--quantization fp8`);
+    any other quantization is read from a quantized checkpoint (rules/checkpoints.toml)."""
     notes: str = ""
 
 
@@ -438,6 +441,24 @@ class LaunchRules(Record):
     __pydantic_config__ = _STRICT
     launcher: dict[str, Launcher] = field(default_factory=dict)
     """Each launcher by id."""
+
+
+@record
+class QuantizedRepo(Record):
+    __pydantic_config__ = _STRICT
+    model: str
+    """The catalog model (hardware_db/models.toml id) the checkpoint holds."""
+    quant: str
+    """Its quantization (rules/quants.toml id)."""
+    source: str
+    """Where it is published."""
+
+
+@record
+class CheckpointRules(Record):
+    __pydantic_config__ = _STRICT
+    repo: dict[str, QuantizedRepo] = field(default_factory=dict)
+    """Quantized checkpoints by Hugging Face repo id (rules/checkpoints.toml)."""
 
 
 @record
@@ -453,6 +474,7 @@ class Rulebook(Record):
     training: TrainingMemoryRules
     speed_bands: SpeedBands = field(default_factory=SpeedBands)
     launch: LaunchRules = field(default_factory=LaunchRules)
+    checkpoints: CheckpointRules = field(default_factory=CheckpointRules)
 
 
 def build_rulebook(data: dict[str, Any]) -> Rulebook:
