@@ -26,6 +26,8 @@ class KvCacheRules(Record):
     __pydantic_config__ = _STRICT
     bytes_per_element: dict[str, float]
     """Bytes per cached element of each KV cache type (f16, q8_0, ...)."""
+    block_quantized: tuple[str, ...] = ()
+    """The KV cache types stored in quantized blocks (ggml_is_quantized: q8_0, q4_0)."""
 
 
 @record

@@ -394,6 +394,11 @@ class RuntimeSpec(Record):
     """A quantized V cache needs flash attention (llama.cpp refuses `-ctv q8_0` with `-fa off`)."""
     swa_pads_ubatch: bool = False
     """A sliding-window layer keeps pad(window x sequences + n_ubatch) cells, not just the window (llama.cpp)."""
+    kv_rotation_head_multiple: int = 0
+    """It rotates a block-quantized K and V cache with a Walsh-Hadamard matrix when the head size is a
+    multiple of this (llama.cpp since PR #21038, April 2026: 64); 0: no rotation. The rotated copies of
+    Q, K, V and the attention output change how its graph allocator lays out the compute buffer
+    (advisor/engine/memory.py compute_buffer_bytes)."""
     default_unified_kv: bool = False
     """Sequences share one KV cache (the whole context is every slot's span) unless told otherwise."""
     """Its own fitted fixed costs per token and layer: a table of `[by_runtime]` in rules/speed.toml."""

@@ -216,7 +216,8 @@ class Placer:
         return context + mem.compute_buffer_bytes(
             self.model, rt, span, holds_output=holds_output,
             flash_attention=self.flash_attention, heads_on_device=heads, ubatch=ubatch, sequences=seqs,
-            swa_cells=self._swa_cells(ctx), total_cells=span * streams)
+            swa_cells=self._swa_cells(ctx), total_cells=span * streams,
+            kv_rotated=mem.kv_rotated(self.model, rt, self.options.kv_type, self.rules))
 
     def batch_defaults(self, gpu: int = 0) -> tuple[int, int]:
         """(tokens per profile batch, requests per step) on this GPU: as asked, else the runtime's defaults,
