@@ -79,13 +79,15 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
     to_bytes = lambda p: int(round(p * body_bits / 8))  # noqa: E731
     expert_to_bytes = lambda p: int(round(p * expert_bits / 8))  # noqa: E731
     edge = int(round(embed * edge_bits / 8))
+    # An untied output head the format quantizes on its own (EXL3 --head_bits) is not the embedding's size.
+    out = int(round(embed * quant.head_bits / 8)) if quant.head_bits and not model.tied_embeddings else edge
     ple_bytes = int(round(ple * edge_bits / 8))
     expert_b = tuple(expert_to_bytes(p) for p in expert_params)
     layer_bytes = tuple(to_bytes(shared + extra[il] - expert_params[il]) + expert_b[il] for il in range(n))
     return WeightsLayout(
-        total_bytes=sum(layer_bytes) + edge * (1 if model.tied_embeddings else 2) + ple_bytes,
+        total_bytes=sum(layer_bytes) + edge + (0 if model.tied_embeddings else out) + ple_bytes,
         embed_bytes=edge + ple_bytes,
-        output_bytes=edge,
+        output_bytes=out,
         layer_bytes=layer_bytes,
         expert_bytes=expert_b,
     )
@@ -123,7 +125,7 @@ def swa_kv_cells(model: ModelSpec, runtime: RuntimeSpec, ctx_cells: int, seqs_pe
     cells (tests/data/llamacpp_oracle.json). Runtimes that do not declare `swa_pads_ubatch` keep the
     window."""
     window = model.sliding_window
-    if not window or swa_full:
+    if not window or swa_full or runtime.swa_full_cache:
         return ctx_cells
     if not runtime.swa_pads_ubatch:
         return min(ctx_cells, window)
