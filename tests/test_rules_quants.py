@@ -31,7 +31,7 @@ CONTRACT_IDS = [
     "IQ2_XXS", "IQ1_S", "MXFP4",
     "fp8", "int8", "awq", "gptq", "nf4", "mlx-4bit", "mlx-8bit",
 ]
-ADDED_IDS = ["NVFP4", "W4A16", "autoround"]
+ADDED_IDS = ["NVFP4", "W4A16", "autoround", "int4-g32-experts"]
 """Names repos use today (issue 16): checked in tests/test_quants_cmd.py against their layouts."""
 RUNTIMES = {"llama.cpp", "ollama", "vllm", "exllamav2", "mlx", "transformers"}
 KERNELS = {"f32", "f16", "q8", "kquant", "iquant", "legacy", "mxfp4", "fp8", "int8", "int4"}
