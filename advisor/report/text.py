@@ -24,6 +24,16 @@ class Section(Record):
     lines: tuple[str, ...] = ()
 
 
+
+def max_context_words(r, label: str, unit: str = "", offload_label: str | None = None) -> tuple[str, str]:
+    """The largest context with everything on the GPUs; for an offloaded run, the context it runs at
+    instead (the text report and the app say it the same way)."""
+    if r.max_context_tokens:
+        return label, f"{r.max_context_tokens:,}{unit}"
+    if r.runs and not r.fits:
+        return offload_label or label, f"{r.context_tokens:,} offloaded (none fits all on GPU)"
+    return label, "none"
+
 def gib(n: int | float) -> str:
     return f"{n / GIB:.1f} GiB"
 
@@ -97,7 +107,7 @@ def document(r: Report) -> list[Section]:
         ("runtime / split", f"{r.runtime.name} / {r.split}"),
         ("context", f"{r.context_tokens:,} tokens, {r.options.kv_type} KV"
                     + (f", {r.options.concurrency} streams" if r.options.concurrency > 1 else "")),
-        ("largest context that fits", f"{r.max_context_tokens:,} tokens" if r.max_context_tokens else "none"),
+        max_context_words(r, "largest context that fits", " tokens"),
     )))
     rows = []
     for d in p.devices:

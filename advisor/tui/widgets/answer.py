@@ -18,16 +18,7 @@ from textual.widgets import Static
 from advisor.engine.placement import DeviceUse
 from advisor.engine.result import Report
 from advisor.catalog.types import GIB
-from advisor.report.text import Section, document, gib, headline, rate
-
-def max_context_words(r: Report) -> tuple[str, str]:
-    """The largest context with everything on the GPUs; for an offloaded run, the context it runs at instead."""
-    if r.max_context_tokens:
-        return "max context", f"{r.max_context_tokens:,}"
-    if r.runs and not r.fits:
-        return "context", f"{r.context_tokens:,} offloaded (none fits all on GPU)"
-    return "max context", "none"
-
+from advisor.report.text import Section, document, gib, headline, max_context_words, rate
 
 def key_figures(r: Report) -> Text:
     """The answer at a glance, one line: speed, largest context, NVLink verdict (training: memory per
@@ -40,7 +31,7 @@ def key_figures(r: Report) -> Text:
                    ("NVLink", r.interconnect.nvlink.replace("_", " ")))
     else:
         figures = (("decode", rate(r.speed.decode_tokens_per_s)), ("prefill", rate(r.speed.prefill_tokens_per_s)),
-                   max_context_words(r), ("NVLink", r.interconnect.nvlink.replace("_", " ")))
+                   max_context_words(r, "max context", offload_label="context"), ("NVLink", r.interconnect.nvlink.replace("_", " ")))
     for label, value in figures:
         if out:
             out.append("  ·  ", "dim")
