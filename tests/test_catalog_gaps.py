@@ -19,6 +19,8 @@ NEW_MODELS = ["granite-4.0-h-small", "granite-4.0-h-tiny", "granite-4.0-h-micro"
               "nemotron-h-56b", "gemma-3n-e2b", "gemma-3n-e4b", "glm-4.7", "qwen2.5-vl-7b", "qwen2.5-vl-72b",
               "kimi-k2-thinking"]
 
+NEW_GPUS = ["mi50-32gb", "m5-32gb", "radeon-780m-32gb"]
+
 CAT = load_catalog(False)
 
 
@@ -79,3 +81,20 @@ def test_weights_match_published_file_sizes(mid: str, quant: str, published_gb: 
     layout = mem.weights_layout(CAT.models[mid], resolve_quant(CAT, quant))
     gb = layout.total_bytes / 1e9
     assert abs(gb - published_gb) / published_gb < 0.05, f"{mid} {quant}: {gb:.2f} GB vs {published_gb} GB ({source})"
+
+
+def test_new_gpus_are_listed_and_sourced() -> None:
+    assert set(NEW_GPUS) <= _ids("gpus")
+    for gid in NEW_GPUS:
+        spec = CAT.gpus[gid]
+        assert spec.sources and spec.fp16_tflops_basis, gid
+
+
+def test_gpu_capacities_as_the_driver_reports_them() -> None:
+    # amdgpu mem_info_vram_total of a Radeon Instinct MI50 32GB: 34,359,738,368 bytes
+    assert CAT.gpus["mi50-32gb"].vram_gib * 2**30 == 34_359_738_368
+    # the iGPU and Apple entries hold the whole unified memory, as the other unified entries do
+    for gid in ("m5-32gb", "radeon-780m-32gb"):
+        assert CAT.gpus[gid].unified_memory and CAT.gpus[gid].vram_gib == 32
+    # dual-channel DDR5-5600: 2 x 8 bytes x 5600 MT/s
+    assert CAT.gpus["radeon-780m-32gb"].memory_bandwidth_gb_s == 2 * 8 * 5600 / 1000
