@@ -247,3 +247,239 @@ def test_detect_on_this_machine_never_raises():
     d = detect()
     json.dumps(d.to_json())
     assert d.source in {"nvml", "none", "sysfs", "apple"}
+
+
+# -- SMBIOS from the whole table (/sys/firmware/dmi/tables/DMI) and from dmidecode text --------------
+
+
+def test_smbios_whole_table_blob(tmp_path):
+    """The raw table as /sys/firmware/dmi/tables/DMI holds it: other structures, then eight DDR5-4800
+    DIMMs on channels A-H, an empty slot, and the type-127 end marker (SMBIOS 3.x DSP0134 7.46)."""
+    other = bytes([1, 4, 0, 0]) + b"Vendor\0\0"  # a type-1 structure with one string
+    dimms = b"".join(dimm("DIMM 0", f"P0 CHANNEL {c}", 4800) for c in "ABCDEFGH")
+    empty = dimm("DIMM 1", "P0 CHANNEL A", 0, size_mb=0)
+    end = bytes([127, 4, 0xFF, 0xFF]) + b"\0\0"
+    write(tmp_path, "sys/firmware/dmi/tables/DMI", other + dimms + empty + end + dimm("X", "P0 CHANNEL Z", 9999))
+    gb_s, basis = smbios_bandwidth(tmp_path)
+    assert gb_s == 8 * 8 * 4.8 == 307.2
+    assert "8 memory channel" in basis and "4800" in basis
+
+
+def test_smbios_unreadable_says_so(tmp_path):
+    (tmp_path / "sys/firmware/dmi/entries").mkdir(parents=True)
+    gb_s, basis = smbios_bandwidth(tmp_path, run=lambda cmd: None)  # dmidecode: permission denied
+    assert gb_s is None and "root" in basis and "--ram-bw" in basis
+
+
+# Real `dmidecode -t 17` records, copied from public issue threads (leading spaces as posted):
+# Threadripper TRX40, DDR4-3200 UDIMM: memtest86plus/memtest86plus#123
+#   (https://github.com/memtest86plus/memtest86plus/issues/123)
+TRX_DDR4 = """\
+# dmidecode 3.4
+Getting SMBIOS data from sysfs.
+SMBIOS 2.8 present.
+
+Handle 0x0019, DMI type 17, 40 bytes
+Memory Device
+        Array Handle: 0x0011
+        Error Information Handle: 0x0018
+        Total Width: Unknown
+        Data Width: Unknown
+        Size: No Module Installed
+        Form Factor: Unknown
+        Set: None
+        Locator: DIMM 0
+        Bank Locator: P0 CHANNEL A
+        Type: Unknown
+        Type Detail: Unknown
+
+Handle 0x001B, DMI type 17, 40 bytes
+Memory Device
+        Array Handle: 0x0011
+        Error Information Handle: 0x001A
+        Total Width: 64 bits
+        Data Width: 64 bits
+        Size: 16 GB
+        Form Factor: DIMM
+        Set: None
+        Locator: DIMM 1
+        Bank Locator: P0 CHANNEL A
+        Type: DDR4
+        Type Detail: Synchronous Unbuffered (Unregistered)
+        Speed: 3200 MT/s
+        Manufacturer: Unknown
+        Serial Number: E1B84019
+        Asset Tag: Not Specified
+        Part Number: BLS16G4D32AESC.M16FE
+        Rank: 2
+        Configured Memory Speed: 3200 MT/s
+        Minimum Voltage: 1.2 V
+        Maximum Voltage: 1.2 V
+        Configured Voltage: 1.2 V
+"""
+# EPYC 7xx2 (ROME), DDR4-3200 RDIMM, 72-bit bus with ECC, 64 data bits: mchehab/rasdaemon#64
+#   (https://github.com/mchehab/rasdaemon/issues/64); the record as posted, tab-indented.
+EPYC_DDR4 = """\
+Handle 0x0035, DMI type 17, 84 bytes
+Memory Device
+\tArray Handle: 0x0023
+\tError Information Handle: 0x0034
+\tTotal Width: Unknown
+\tData Width: Unknown
+\tSize: No Module Installed
+\tForm Factor: Unknown
+\tSet: None
+\tLocator: DIMMC1
+\tBank Locator: P0_Node0_Channel2_Dimm0
+\tType: Unknown
+\tType Detail: Unknown
+
+Handle 0x0037, DMI type 17, 84 bytes
+Memory Device
+\tArray Handle: 0x0023
+\tError Information Handle: 0x0036
+\tTotal Width: 72 bits
+\tData Width: 64 bits
+\tSize: 32 GB
+\tForm Factor: DIMM
+\tSet: None
+\tLocator: DIMMC2
+\tBank Locator: P0_Node0_Channel2_Dimm1
+\tType: DDR4
+\tType Detail: Synchronous Registered (Buffered)
+\tSpeed: 3200 MT/s
+\tManufacturer: Samsung
+\tSerial Number: T0FN00014948EFE495
+\tAsset Tag: DIMMC2_AssetTag (date:21/49)
+\tPart Number: M393A4K40EB3-CWE    
+\tRank: 2
+\tConfigured Memory Speed: 3200 MT/s
+"""
+# AM5 desktop, DDR5-5600 kit running at 4200 MT/s (four DIMMs): noonghunna/club-3090#1130
+#   (https://github.com/noonghunna/club-3090/issues/1130), the first record as posted.
+AM5_DDR5 = """\
+# dmidecode 3.7
+Getting SMBIOS data from sysfs.
+SMBIOS 3.6.0 present.
+
+Handle 0x000E, DMI type 16, 23 bytes
+Physical Memory Array
+        Location: System Board Or Motherboard
+        Use: System Memory
+        Error Correction Type: None
+        Maximum Capacity: 256 GiB
+        Error Information Handle: 0x000D
+        Number Of Devices: 4
+
+Handle 0x0011, DMI type 17, 92 bytes
+Memory Device
+        Array Handle: 0x000E
+        Error Information Handle: 0x0010
+        Total Width: 64 bits
+        Data Width: 64 bits
+        Size: 32 GiB
+        Form Factor: DIMM
+        Set: None
+        Locator: DIMM 0
+        Bank Locator: P0 CHANNEL A
+        Type: DDR5
+        Type Detail: Synchronous Unbuffered (Unregistered)
+        Speed: 5600 MT/s
+        Manufacturer: Crucial Technology
+        Serial Number: E958EACA
+        Asset Tag: Not Specified
+        Part Number: CP32G56C46U5.M16D1            
+        Rank: 2
+        Configured Memory Speed: 4200 MT/s
+        Minimum Voltage: 1.1 V
+        Maximum Voltage: 1.1 V
+        Configured Voltage: 1.1 V
+        Memory Technology: DRAM
+"""
+# Older dmidecode printing the configured rate as "Configured Clock Speed: N MHz" below a higher rated
+# "Speed": a DDR3-1600 RDIMM configured at 1067 (strizhechenko/netutils-linux#218,
+# https://github.com/strizhechenko/netutils-linux/issues/218), tab-indented as posted.
+OLD_FORMAT = """\
+Handle 0x1101, DMI type 17, 34 bytes
+Memory Device
+\tArray Handle: 0x1000
+\tError Information Handle: Not Provided
+\tTotal Width: 72 bits
+\tData Width: 64 bits
+\tSize: 4096 MB
+\tForm Factor: DIMM
+\tSet: 1
+\tLocator: DIMM_A2 
+\tBank Locator: Not Specified
+\tType: DDR3
+\tType Detail: Synchronous Registered (Buffered)
+\tSpeed: 1600 MHz
+\tManufacturer: 00AD04B300AD
+\tSerial Number: 4A87CE52
+\tAsset Tag: 01121621
+\tPart Number: HMT351R7CFR8C-PB  
+\tRank: 2
+\tConfigured Clock Speed: 1067 MHz
+"""
+
+
+def test_dmidecode_real_records():
+    from advisor.probe.system import MemoryDevice, parse_dmidecode
+
+    assert parse_dmidecode(TRX_DDR4) == [MemoryDevice(64, 3200, "DIMM 1 P0 CHANNEL A", "DDR4")]
+    assert parse_dmidecode(EPYC_DDR4) == [MemoryDevice(64, 3200, "DIMMC2 P0_Node0_Channel2_Dimm1", "DDR4")]
+    assert parse_dmidecode(AM5_DDR5) == [MemoryDevice(64, 4200, "DIMM 0 P0 CHANNEL A", "DDR5")]  # configured, not rated
+    assert parse_dmidecode(OLD_FORMAT) == [MemoryDevice(64, 1067, "DIMM_A2 Not Specified", "DDR3")]
+    assert parse_dmidecode("dmidecode: Permission denied\n") == []
+
+
+def test_dmidecode_channels_from_real_labels():
+    from advisor.probe.system import bandwidth_of, parse_dmidecode
+
+    # the EPYC board's labels for channels A-H (P0_Node0_ChannelN_Dimm1) on the posted record
+    epyc = "\n".join(EPYC_DDR4.replace("Channel2", f"Channel{n}").replace("0x0037", f"0x00{40 + n}")
+                     for n in range(8))
+    gb_s, basis = bandwidth_of(parse_dmidecode(epyc))
+    assert gb_s == 8 * 8 * 3.2 == 204.8 and "8 memory channel" in basis and "DDR4" in basis
+    # two DIMMs on one channel (A) count once; B makes it dual channel
+    am5 = AM5_DDR5 + "\n" + AM5_DDR5.split("\n\n", 2)[2].replace("CHANNEL A", "CHANNEL B").replace("0x0011", "0x0012")
+    am5 += "\n" + AM5_DDR5.split("\n\n", 2)[2].replace("DIMM 0", "DIMM 1").replace("0x0011", "0x0013")
+    assert bandwidth_of(parse_dmidecode(am5))[0] == 2 * 8 * 4.2 == 67.2
+
+
+def test_dmidecode_is_the_fallback_when_sysfs_is_root_only(tmp_path):
+    (tmp_path / "sys/firmware/dmi/entries").mkdir(parents=True)
+    calls = []
+
+    def run(cmd):
+        calls.append(cmd)
+        return TRX_DDR4
+
+    gb_s, basis = smbios_bandwidth(tmp_path, run=run)
+    assert calls == [["dmidecode", "-t", "17"]] and gb_s == 25.6 and "3200 MT/s DDR4" in basis
+    info = read_system(tmp_path, run=run)
+    assert info.ram_bandwidth_gb_s == 25.6
+
+
+def test_detect_text_states_the_assumed_default(run_cli, tmp_path):
+    r = run_cli("detect")
+    assert r.returncode == 0
+    line = next(x for x in r.stdout.splitlines() if x.startswith("system:"))
+    assert "RAM bandwidth" in line and ("assumed" in line or "SMBIOS" in line or "Apple" in line)
+
+
+def test_edac_channels_when_smbios_is_root_only(tmp_path):
+    """EDAC's sysfs (world-readable) gives channels and type but no speed: say so, with the preset to give."""
+    (tmp_path / "sys/firmware/dmi/entries").mkdir(parents=True)
+    for mc in range(2):  # two memory controllers (sockets or dies), four channels each
+        for ch in range(4):
+            d = f"sys/devices/system/edac/mc/mc{mc}/dimm{ch * 2}"
+            write(tmp_path, f"{d}/size", "32768\n")
+            write(tmp_path, f"{d}/dimm_location", f"csrow {ch} channel {ch} \n")
+            write(tmp_path, f"{d}/dimm_mem_type", "Registered-DDR4\n")
+            e = f"sys/devices/system/edac/mc/mc{mc}/dimm{ch * 2 + 1}"  # the empty second slot
+            write(tmp_path, f"{e}/size", "0\n")
+            write(tmp_path, f"{e}/dimm_location", f"csrow {ch} channel {ch} \n")
+    gb_s, basis = smbios_bandwidth(tmp_path, run=lambda cmd: None)
+    assert gb_s is None
+    assert "8 memory channel(s) of Registered-DDR4" in basis and "--ram-bw ddr4-MTSx8" in basis

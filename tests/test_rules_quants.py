@@ -33,7 +33,10 @@ CONTRACT_IDS = [
 ]
 ADDED_IDS = ["NVFP4", "W4A16", "autoround", "int4-g32-experts"]
 """Names repos use today (issue 16): checked in tests/test_quants_cmd.py against their layouts."""
-RUNTIMES = {"llama.cpp", "ollama", "vllm", "exllamav2", "mlx", "transformers"}
+IK_IDS = ["IQ6_K", "IQ5_K", "IQ5_KS", "IQ4_K", "IQ4_KS", "IQ4_KSS", "IQ4_KT", "IQ3_K", "IQ3_KS", "IQ3_KT",
+          "IQ2_KL", "IQ2_K", "IQ2_KS", "IQ2_KT", "IQ1_KT"]
+"""ik_llama.cpp's own types (issue 14): checked in tests/test_ik_quants.py against its block sizes."""
+RUNTIMES = {"llama.cpp", "ollama", "vllm", "exllamav2", "mlx", "transformers", "ik_llama.cpp"}
 KERNELS = {"f32", "f16", "q8", "kquant", "iquant", "legacy", "mxfp4", "fp8", "int8", "int4"}
 FORMATS = {"gguf", "safetensors", "exl2", "mlx"}
 
@@ -70,7 +73,7 @@ def test_every_contract_id_is_present_once() -> None:
     ids = [entry["id"] for entry in _raw_quants()]
     lowered = [i.lower() for i in ids]
     assert len(lowered) == len(set(lowered)), "ids must be unique case-insensitively"
-    want = set(CONTRACT_IDS) | set(ADDED_IDS)
+    want = set(CONTRACT_IDS) | set(ADDED_IDS) | set(IK_IDS)
     assert set(ids) == want, f"missing {sorted(want - set(ids))}, extra {sorted(set(ids) - want)}"
     assert not any(i.lower().startswith("exl2") for i in ids), "exl2-<bpw> is synthesized, not listed"
 
@@ -87,7 +90,7 @@ def test_field_vocabularies(quants: dict[str, QuantSpec]) -> None:
             assert "vllm" not in q.runtimes or q.id in {"F16", "BF16"}, (
                 f"{q.id}: vLLM's GGUF loader is experimental; only the 16-bit ids double as safetensors"
             )
-            assert {"llama.cpp", "ollama"} <= set(q.runtimes), q.id
+            assert {"llama.cpp", "ollama"} <= set(q.runtimes) or (q.id in IK_IDS and q.runtimes == ("ik_llama.cpp",)), q.id
 
 
 def test_bits_ordering(quants: dict[str, QuantSpec]) -> None:

@@ -310,6 +310,10 @@ class QuantSpec(Record):
     the rest (MXFP4: 4.25 for the experts, `linear_bits` for attention and dense weights)."""
     aliases: tuple[str, ...] = ()
     """Other names repos and tools use for this format (`compressed-tensors-w4a16`, `auto-round`)."""
+    ggml_tables: tuple[str, ...] = ()
+    """GGUF files: the ggml type tables beyond the common one that its tensors need (`ik_llama.cpp` for
+    IQ4_KS and the other ik_llama.cpp types, `llama.cpp` for ids only mainline defines); a runtime loads
+    the file only when it reads every one (RuntimeSpec.ggml_tables)."""
 
 
 @record
@@ -439,6 +443,11 @@ class RuntimeSpec(Record):
     """Model families it does not implement (e.g. ExLlamaV2 has no gpt-oss)."""
     families_basis: str = ""
     """Where `unsupported_families` comes from."""
+    ggml_tables: tuple[str, ...] = ()
+    """GGUF runtimes: the ggml type tables it reads beyond the common ids (advisor/modelfile/ggml_types.py):
+    `llama.cpp` (mainline's own ids: TQ1_0, TQ2_0, NVFP4) or `ik_llama.cpp` (IQ2_K ... IQ1_KT, *_R4)."""
+    ggml_tables_basis: str = ""
+    """Where `ggml_tables` comes from."""
     notes: str = ""
     """Anything a reader of the entry should know."""
 
@@ -448,7 +457,10 @@ class RuntimeSpec(Record):
         return self.quant_ladder or self.like or self.id
 
     def loads(self, quant: QuantSpec) -> bool:
-        """It loads this quantization (the quant lists it, or the runtime it behaves like)."""
+        """It loads this quantization (the quant lists it, or the runtime it behaves like, and it reads every
+        ggml type table the file's tensors come from)."""
+        if set(quant.ggml_tables) - set(self.ggml_tables):
+            return False
         return self.id in quant.runtimes or (bool(self.like) and self.like in quant.runtimes)
 
 

@@ -138,6 +138,17 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
     from advisor.engine.check import resolve_quant
     from advisor.engine.memory import weights_layout
 
+    qspec = model.quant if loaded is not None else (resolve_quant(catalog, quant) if quant else None)
+    if qspec is not None and explicit_runtime is None and not catalog.runtimes[parsed.runtime].loads(qspec):
+        # The same program name in another runtime that loads these weights (ik_llama.cpp's llama-server
+        # for an IQ4_KS file): that is the binary this command line runs.
+        for other in catalog.runtimes.values():
+            if other.loads(qspec):
+                again = parse_command(catalog.rules.launch, args.cmd, runtime=other.id)
+                if again.runtime == other.id:
+                    parsed = again
+                    break
+
     layout = loaded or weights_layout(spec, resolve_quant(catalog, quant) if quant else
                                       next(iter(catalog.quants.values())))
     moe = tuple(il for il, b in enumerate(layout.expert_bytes) if b) if spec.is_moe else ()

@@ -81,8 +81,15 @@ def cmd_detect(args: argparse.Namespace) -> int:
             lines.append("topology: " + " | ".join(" ".join(row) for row in det.topology))
         s = det.system
         ram = f"{s.ram_bytes / GIB:.1f} GiB RAM" if s.ram_bytes else "RAM unknown"
-        lines.append(f"system: {ram}" + (f" · {s.cpu}" if s.cpu else "")
-                     + (f" · RAM bandwidth {s.ram_bandwidth_gb_s:g} GB/s ({s.ram_bandwidth_basis})" if s.ram_bandwidth_gb_s else ""))
+        if s.ram_bandwidth_gb_s:
+            bw = f" · RAM bandwidth {s.ram_bandwidth_gb_s:g} GB/s ({s.ram_bandwidth_basis})"
+        else:  # the engine plans with the rulebook's default: say so, and why nothing better was read
+            from advisor.engine.rig import DEFAULT_RAM_BW_BASIS
+
+            why = f"{s.ram_bandwidth_basis}; " if s.ram_bandwidth_basis not in ("", "unknown") else ""
+            bw = (f" · RAM bandwidth not read ({why or 'no SMBIOS memory tables here; '}assumed "
+                  f"{catalog.rules.memory.host.default_ram_bandwidth_gb_s:g} GB/s, {DEFAULT_RAM_BW_BASIS})")
+        lines.append(f"system: {ram}" + (f" · {s.cpu}" if s.cpu else "") + bw)
         lines += [f"warning: {w}" for w in det.warnings]
         if args.save is not None:
             lines.append(f"saved the rig to {args.save} (edit it freely; use it with --rig)")

@@ -158,7 +158,7 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
         if options.quant and resolve_quant(catalog, options.quant).id != loaded.quant.id:
             raise AdvisorError(f"--quant {options.quant}: the file's weights are {loaded.quant.id}",
                                "drop --quant: a model file fixes its quantization")
-        if not runtime.loads(loaded.quant):
+        if not runtime.loads(loaded.quant) and loaded.quant.format not in runtime.formats:
             raise AdvisorError(f"{runtime.name} does not load {loaded.source} weights",
                                f"use --runtime {loaded.quant.runtimes[0]}")
         layout = replace(loaded.layout, output_bytes=loaded.layout.output_bytes + loaded.other_bytes)
@@ -167,7 +167,7 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
         choices, why, policy = (), "", None
     elif options.quant:
         quant = resolve_quant(catalog, options.quant)
-        if not runtime.loads(quant):
+        if not runtime.loads(quant) and quant.format not in runtime.formats:
             raise AdvisorError(f"{runtime.name} does not load {quant.id}",
                                f"runtimes for {quant.id}: {', '.join(quant.runtimes)}")
         placer = Placer(model, quant, runtime, rig, options, rules)

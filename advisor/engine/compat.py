@@ -35,6 +35,11 @@ def _others(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec) 
 
 def refusal(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec, quant: QuantSpec | None) -> str:
     """Why this runtime cannot run this model (at this quantization) on this rig, or "" when nothing forbids it."""
+    if quant is not None and not runtime.loads(quant):  # its format, but type ids it does not have
+        others = [r.id for r in catalog.runtimes.values() if r != runtime and r.loads(quant)]
+        missing = ", ".join(sorted(set(quant.ggml_tables) - set(runtime.ggml_tables))) or ", ".join(quant.runtimes)
+        return (f"{runtime.name} has no {quant.id} tensor types (ggml type ids only {missing} defines); "
+                f"run it with --runtime {' or '.join(others) or ', '.join(quant.runtimes)}")
     if model.family in runtime.unsupported_families:
         return (f"{runtime.name} does not implement {model.family} models ({runtime.families_basis}); "
                 f"runtimes that do: {', '.join(_others(catalog, runtime, rig, model))}")

@@ -10,7 +10,7 @@ from advisor.catalog.types import ModelSpec, QuantSpec
 from advisor.engine.memory import weights_layout
 from advisor.modelfile import gguf_arch, hf_config, limits
 from advisor.modelfile.fields import family_of, get_int, slug, text_value
-from advisor.modelfile.ggml_types import FILE_TYPES
+from advisor.modelfile.ggml_types import FILE_TYPES, TABLE_OF
 from advisor.modelfile.gguf_file import GgufFile, Tensor, read_gguf
 from advisor.modelfile.layout import Tally, tally
 from advisor.modelfile.limits import bad_file
@@ -48,9 +48,12 @@ def from_gguf_files(files: list[GgufFile], names: list[str], *, source: str, nam
     stem = m.group("stem") if (m := _SPLIT.match(names[0])) else names[0].removesuffix(".gguf")
     spec = _spec(slug(name or stem), text_value(meta.get("general.name")) or name or stem, arch, f, t, notes,
                  sources, why=f"read from {label}: {len(tensors)} tensors, architecture {arch}")
+    tables = tuple(sorted({TABLE_OF.get(x.dtype, "ggml") for x in tensors} - {"ggml"}))
     quant = QuantSpec(id=quant_id, format="gguf", bits_per_weight=_bpw(t, first),
                       bpw_basis=f"exact: tensor types and shapes read from {label}",
-                      runtimes=GGUF_RUNTIMES, kernel=t.kernel)
+                      # a table is named for the project that defines it; mainline's runs in Ollama too
+                      runtimes=GGUF_RUNTIMES if set(tables) <= {GGUF_RUNTIMES[0]} else tables, kernel=t.kernel,
+                      ggml_tables=tables)
     return LoadedModel(spec=spec, quant=quant, layout=t.layout, source=source, exact=True)
 
 

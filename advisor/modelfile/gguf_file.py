@@ -269,6 +269,8 @@ def _check_data(path: Path, infos: list, data_start: int, size: int, alignment: 
         if dims and dims[0] % gt.block:
             bad_file(path, f"tensor {label} row of {dims[0]} is not a whole number of {gt.name} blocks ({gt.block})")
         nbytes = n // gt.block * gt.type_size
+        if gt.row_meta and dims and dims[0]:  # ik_llama.cpp's row-scaled types: a scale in front of every row
+            nbytes += n // dims[0] * gt.row_meta
         if offset % alignment:
             bad_file(path, f"tensor {label} data offset {offset} is not aligned to {alignment}")
         if offset + nbytes > room:

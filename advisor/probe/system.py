@@ -10,7 +10,7 @@ import os
 import re
 import struct
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from advisor.probe.common import text
 from advisor.probe.types import DetectedGpu, PcieLink, SystemInfo
@@ -36,7 +36,7 @@ def read_system(root: str | os.PathLike[str] = "/", *, platform: str = "linux", 
     if platform == "darwin":
         return _read_apple_system(run or run_command)
     root = Path(root)
-    bandwidth, basis = smbios_bandwidth(root)
+    bandwidth, basis = smbios_bandwidth(root, run or (run_command if str(root) == os.sep else None))
     return SystemInfo(ram_bytes=ram_bytes(root), cpu=cpu_name(root), ram_bandwidth_gb_s=bandwidth,
                       ram_bandwidth_basis=basis)
 
@@ -88,35 +88,142 @@ def cpu_name(root: Path) -> str | None:
 
 
 # -- Linux: RAM bandwidth from the SMBIOS memory-device tables (type 17) ----------------------------
+# Three places hold them: /sys/firmware/dmi/entries/17-*/raw (one structure each), the whole table in
+# /sys/firmware/dmi/tables/DMI (both readable by root only on most distributions), and `dmidecode -t 17`
+# (which reads the same tables, so it too needs root unless the files are readable). Fields: SMBIOS
+# 3.x (DSP0134) type 17 Memory Device: 0x0A data width, 0x0C size, 0x10 locator, 0x11 bank locator,
+# 0x12 memory type, 0x15 speed, 0x20 configured speed, 0x54/0x58 extended speeds.
+
+_MEMORY_TYPES = {0x12: "DDR", 0x13: "DDR2", 0x18: "DDR3", 0x1A: "DDR4", 0x1B: "LPDDR", 0x1C: "LPDDR2",
+                 0x1D: "LPDDR3", 0x1E: "LPDDR4", 0x20: "HBM", 0x21: "HBM2", 0x22: "DDR5", 0x23: "LPDDR5",
+                 0x24: "HBM3"}
+"""SMBIOS 3.x type 17 offset 0x12 (DSP0134 7.18.2 Memory Device - Type)."""
+
+UNREADABLE = ("SMBIOS memory tables not readable here (root only: /sys/firmware/dmi, dmidecode); "
+              "give --ram-bw, e.g. ddr5-6000x2")
 
 
-def smbios_bandwidth(root: Path) -> tuple[float | None, str]:
-    """Peak RAM bandwidth from SMBIOS type-17 entries in sysfs (readable by root only, no dmidecode):
-    sum over channels of data width x configured MT/s. DIMMs sharing a channel (found from their
-    locator labels) count once."""
-    entries = sorted((root / "sys/firmware/dmi/entries").glob("17-*/raw"))
-    channels: dict[str, tuple[int, int]] = {}
-    for raw_path in entries:
-        try:
-            dimm = _parse_type17(raw_path.read_bytes())
-        except OSError:
-            return None, "unknown"  # the tables are readable by root only
-        if dimm is None:
+class MemoryDevice(NamedTuple):
+    width_bits: int
+    mt_s: int
+    label: str
+    kind: str = ""
+
+
+def smbios_bandwidth(root: Path, run: Runner | None = None) -> tuple[float | None, str]:
+    """Peak RAM bandwidth from the SMBIOS type-17 entries: sum over channels of data width x configured
+    MT/s. DIMMs sharing a channel (found from their locator labels) count once. Reads sysfs's entries,
+    else its whole table, else `dmidecode -t 17` through `run`; (None, why) when none is readable."""
+    devices, readable = _sysfs_entries(root)
+    if not devices:
+        blob = _read_bytes(root / "sys/firmware/dmi/tables/DMI")
+        readable = readable or blob is not None
+        devices = parse_smbios_table(blob) if blob else []
+    if not devices and run is not None:
+        out = run(["dmidecode", "-t", "17"])
+        readable = readable or bool(out)
+        devices = parse_dmidecode(out) if out else []
+    if not devices:
+        if readable or not _dmi_present(root):
+            return None, "unknown"
+        edac = edac_channels(root)
+        if edac:
+            n, kind = edac
+            gen = (re.search(r"DDR\d", kind) or re.search(r"\w+$", kind))
+            hint = f"{gen.group(0).lower()}-MTSx{n}" if gen else f"ddr5-6000x{n}"
+            return None, (f"SMBIOS memory tables not readable here (root only); EDAC shows {n} memory channel(s) "
+                          f"of {kind} but not their speed: give --ram-bw {hint} with your MT/s")
+        return None, UNREADABLE
+    return bandwidth_of(devices)
+
+
+def edac_channels(root: Path) -> tuple[int, str] | None:
+    """(channels, memory type) of the populated DIMMs the EDAC driver lists (world-readable, unlike
+    SMBIOS; no speed): /sys/devices/system/edac/mc/mc*/dimm*/ with `size` (MB), `dimm_location`
+    ("csrow 0 channel 1", "channel 0 slot 0") and `dimm_mem_type` ("Registered-DDR4"), per the kernel's
+    Documentation/ABI/testing/sysfs-devices-edac."""
+    channels: set[tuple[str, str]] = set()
+    kinds: set[str] = set()
+    for dimm in sorted((root / "sys/devices/system/edac/mc").glob("mc*/dimm*")):
+        size = (_read(dimm / "size") or "").strip()
+        loc = re.search(r"channel\s*(\d+)", _read(dimm / "dimm_location") or "")
+        if not size.isdigit() or int(size) == 0 or not loc:
             continue
-        width_bits, mt_s, label = dimm
-        key = _channel_key(label) or f"#{len(channels)}"
-        channels[key] = max(channels.get(key, (0, 0)), (width_bits, mt_s))
+        channels.add((dimm.parent.name, loc.group(1)))
+        kind = (_read(dimm / "dimm_mem_type") or "").strip()
+        if kind and kind.lower() != "unknown":
+            kinds.add(kind)
+    if not channels:
+        return None
+    return len(channels), "/".join(sorted(kinds)) or "unknown type"
+
+
+def bandwidth_of(devices: list[MemoryDevice]) -> tuple[float | None, str]:
+    """(GB/s, basis) of installed memory devices: one per channel, summed."""
+    channels: dict[str, MemoryDevice] = {}
+    for d in devices:
+        key = _channel_key(d.label) or f"#{len(channels)}"
+        if key not in channels or (d.width_bits, d.mt_s) > (channels[key].width_bits, channels[key].mt_s):
+            channels[key] = d
     if not channels:
         return None, "unknown"
-    gb_s = sum(w / 8 * mt for w, mt in channels.values()) / 1000
-    speeds = sorted({mt for _, mt in channels.values()})
+    gb_s = sum(d.width_bits / 8 * d.mt_s for d in channels.values()) / 1000
+    speeds = sorted({d.mt_s for d in channels.values()})
+    kinds = sorted({d.kind for d in channels.values() if d.kind})
     return round(gb_s, 1), (
-        f"SMBIOS: {len(channels)} memory channel(s) x {'/'.join(map(str, speeds))} MT/s, theoretical peak"
+        f"SMBIOS: {len(channels)} memory channel(s) x {'/'.join(map(str, speeds))} MT/s"
+        f"{' ' + '/'.join(kinds) if kinds else ''}, theoretical peak"
     )
 
 
-def _parse_type17(raw: bytes) -> tuple[int, int, str] | None:
-    """(data width bits, MT/s, locator labels) of an installed memory device, else None."""
+def _dmi_present(root: Path) -> bool:
+    return (root / "sys/firmware/dmi").exists()
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _sysfs_entries(root: Path) -> tuple[list[MemoryDevice], bool]:
+    devices: list[MemoryDevice] = []
+    paths = sorted((root / "sys/firmware/dmi/entries").glob("17-*/raw"))
+    for raw_path in paths:
+        raw = _read_bytes(raw_path)
+        if raw is None:
+            return [], False  # the tables are readable by root only
+        dimm = _parse_type17(raw)
+        if dimm is not None:
+            devices.append(dimm)
+    return devices, bool(paths)
+
+
+def parse_smbios_table(blob: bytes) -> list[MemoryDevice]:
+    """The type-17 devices of a raw SMBIOS structure table (/sys/firmware/dmi/tables/DMI): each structure
+    is a formatted area of `length` bytes, then its strings, ended by two NUL bytes; type 127 ends it."""
+    devices: list[MemoryDevice] = []
+    pos = 0
+    while pos + 4 <= len(blob):
+        kind, length = blob[pos], blob[pos + 1]
+        if length < 4:
+            break
+        end = blob.find(b"\0\0", pos + length)
+        if end < 0:
+            break
+        if kind == 17:
+            dimm = _parse_type17(blob[pos:end + 2])
+            if dimm is not None:
+                devices.append(dimm)
+        if kind == 127:
+            break
+        pos = end + 2
+    return devices
+
+
+def _parse_type17(raw: bytes) -> MemoryDevice | None:
+    """An installed memory device (data width bits, MT/s, locator labels, type), else None."""
     if len(raw) < 0x17 or raw[0] != 17:
         return None
     length = raw[1]
@@ -135,13 +242,41 @@ def _parse_type17(raw: bytes) -> tuple[int, int, str] | None:
         return None
     strings = raw[length:].split(b"\x00")
     labels = [strings[i - 1].decode("ascii", "replace") for i in (raw[0x10], raw[0x11]) if 0 < i <= len(strings)]
-    return width, speed, " ".join(labels)
+    return MemoryDevice(width, speed, " ".join(labels), _MEMORY_TYPES.get(raw[0x12], ""))
+
+
+def parse_dmidecode(text: str) -> list[MemoryDevice]:
+    """The installed devices of `dmidecode -t 17` (or `-t memory`) output. Older dmidecode prints
+    `Configured Clock Speed: N MHz` where newer prints `Configured Memory Speed: N MT/s`; both are the
+    transfer rate (dmidecode 3.2 renamed the unit, SMBIOS always stored MT/s)."""
+    devices: list[MemoryDevice] = []
+    for block in re.split(r"\n(?=Handle 0x)", text or ""):
+        if not re.search(r"^Memory Device\s*$", block, re.M):
+            continue
+        fields = dict(re.findall(r"^\s+([A-Za-z][A-Za-z ]*?):[ \t]*(.*?)\s*$", block, re.M))
+        if not re.match(r"\d", fields.get("Size", "")):
+            continue  # "No Module Installed"
+        width = re.match(r"(\d+) bits", fields.get("Data Width", ""))
+        speed = None
+        for key in ("Configured Memory Speed", "Configured Clock Speed", "Speed"):
+            m = re.match(r"(\d+) (?:MT/s|MHz)", fields.get(key, ""))
+            if m and int(m.group(1)):
+                speed = int(m.group(1))
+                break
+        if not width or not speed:
+            continue
+        label = " ".join(fields.get(k, "") for k in ("Locator", "Bank Locator")).strip()
+        kind = fields.get("Type", "")
+        devices.append(MemoryDevice(int(width.group(1)), speed, label, kind if kind != "Unknown" else ""))
+    return devices
 
 
 def _channel_key(label: str) -> str | None:
-    """`P0 CHANNEL A DIMM 1` / `ChannelA-DIMM1` -> `P0 A`; `CPU1_DIMM_B2` -> `CPU1 B`; else None."""
-    socket = re.search(r"\b(P\d|CPU\d|NODE\s?\d)", label, re.I)
-    m = re.search(r"CHANNEL\s*([A-Z])", label, re.I) or re.search(r"DIMM[_ -]?([A-Z])\d", label, re.I)
+    """`P0 CHANNEL A DIMM 1` / `ChannelA-DIMM1` -> `P0 A`; `CPU1_DIMM_B2` -> `CPU1 B`;
+    `DIMMC2 P0_Node0_Channel2_Dimm1` -> `P0 2`; `Controller1-ChannelA-DIMM0` -> `Controller1 A`; else None."""
+    socket = re.search(r"(?<![A-Z0-9])(P\d|CPU\d|NODE\s?\d|Controller\d)", label, re.I)
+    m = (re.search(r"CHANNEL[\s_]*([A-Z]|\d+)(?![A-Z])", label, re.I)
+         or re.search(r"DIMM[_ -]?([A-Z])\d", label, re.I))
     return f"{socket.group(1) if socket else ''} {m.group(1).upper()}".strip() if m else None
 
 
