@@ -172,8 +172,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "qk_rope_head_dim": (0, 1e5), "conv_kernel": (0, 64), "inner_size": (1, 1e6), "state_size": (1, 1e5),
     "group_count": (0, 1e5), "global_kv_heads": (0, 1e5), "global_head_dim": (0, 1e5),
     "per_layer_embed_params": (0, 1e12), "indexer_head_dim": (0, 1e5), "mtp_layers": (0, 64),
-    "vision_params": (0, 1e12), "expert_matrices": (1, 4), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64),
-    "kld": (0, 100), "context_mib": (0, 1e6), "ubatch": (1, 1e6), "compute_fixed_mib": (0, 1e6),
+    "vision_params": (0, 1e12), "expert_matrices": (1, 4), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64), "head_bits": (0.5, 64),
+    "kld": (0, 100), "context_mib": (0, 1e6), "ubatch": (1, 1e6), "compute_fixed_mib": (0, 1e6), "reserve_mib_other_gpus": (0, 1e6), "max_gpus": (0, 1024),
     "gpu_memory_utilization": (0, 1), "ram_gib": (0.001, 65536), "kv_pad_cells": (0, 1e6),
     # the rulebook
     "efficiency": (0, 1), "cpu_efficiency": (0, 1), "attention_efficiency": (0, 1), "mfu": (0, 1),
@@ -460,7 +460,7 @@ def _cross_check(tables: dict[str, dict[str, Any]]) -> list[str]:
         problems.append("[[runtime]]: no runtime has trains = true (fine-tuning estimates need one)")
     for ident, rt in tables["runtime"].items():
         for name, value, allowed in (("compute_buffers", rt.compute_buffers, ("ggml_graph", "activation_peak")),
-                                     ("tensor_split", rt.tensor_split, ("heads", "rows")),
+                                     ("tensor_split", rt.tensor_split, ("heads", "rows", "channels")),
                                      ("default_split", rt.default_split, ("layer", "tensor"))):
             if value not in allowed:
                 problems.append(f"[[runtime]] id={ident!r}: {name} = {value!r} (use one of: {', '.join(allowed)})")

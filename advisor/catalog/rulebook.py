@@ -26,6 +26,8 @@ class KvCacheRules(Record):
     __pydantic_config__ = _STRICT
     bytes_per_element: dict[str, float]
     """Bytes per cached element of each KV cache type (f16, q8_0, ...)."""
+    block_quantized: tuple[str, ...] = ()
+    """The KV cache types stored in quantized blocks (ggml_is_quantized: q8_0, q4_0)."""
 
 
 @record
@@ -401,12 +403,15 @@ class LaunchFlag(Record):
     names: tuple[str, ...]
     """How the program spells it (the first is the one the advisor writes)."""
     value: str = "str"
-    """`int`, `float`, `str`, `path`, `list`, `switch` (no value), `fa` (on|off|auto, 1|0) or `layers`."""
+    """`int`, `float`, `str`, `path`, `list`, `switch` (no value), `fa` (on|off|auto, 1|0), `layers` or `words`
+    (one or more space-separated values, argparse nargs="+")."""
     why: str = ""
     """For settings the advisor does not use: why (shown with the answer)."""
     values: dict[str, str] = field(default_factory=dict)
     """The program's spelling of a value -> the advisor's (`fp8_e4m3` -> `fp8`); written back as the
     first spelling that maps to the advisor's value (none: the setting is not written)."""
+    multiple_of: int = 0
+    """Written rounded up to a multiple of this (TabbyAPI's cache_size is whole 256-token pages); 0: as is."""
 
 
 @record

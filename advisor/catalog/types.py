@@ -308,6 +308,9 @@ class QuantSpec(Record):
     expert_bits: float | None = None
     """Bits per weight of a MoE model's routed-expert tensors when the format stores them apart from
     the rest (MXFP4: 4.25 for the experts, `linear_bits` for attention and dense weights)."""
+    head_bits: float | None = None
+    """Bits per weight of an untied output head when the format quantizes it apart from the embedding
+    (EXL3's `--head_bits`, 6 by default); None: `embed_bits`."""
     aliases: tuple[str, ...] = ()
     """Other names repos and tools use for this format (`compressed-tensors-w4a16`, `auto-round`)."""
     ggml_tables: tuple[str, ...] = ()
@@ -378,7 +381,9 @@ class RuntimeSpec(Record):
     tensor_split: str = "heads"
     """How it splits a layer across GPUs: `heads` (attention heads and MLP columns: the head counts must
     divide by the GPU count, the KV cache is sharded) or `rows` (llama.cpp `-sm row`: matrix rows in
-    proportion to memory, KV cache on the main GPU, synchronised through the host per matrix)."""
+    proportion to memory, KV cache on the main GPU, synchronised through the host per matrix) or
+    `channels` (heads and MLP channels in proportion to each GPU's memory, each GPU keeping its heads' KV
+    cache: no head count has to divide by the GPU count, ExLlamaV3)."""
     speed_fitted: bool = False
     """The speed fractions were fitted on this runtime's own measurements (else they are borrowed)."""
     trains: bool = False
@@ -394,6 +399,11 @@ class RuntimeSpec(Record):
     """A quantized V cache needs flash attention (llama.cpp refuses `-ctv q8_0` with `-fa off`)."""
     swa_pads_ubatch: bool = False
     """A sliding-window layer keeps pad(window x sequences + n_ubatch) cells, not just the window (llama.cpp)."""
+    kv_rotation_head_multiple: int = 0
+    """It rotates a block-quantized K and V cache with a Walsh-Hadamard matrix when the head size is a
+    multiple of this (llama.cpp since PR #21038, April 2026: 64); 0: no rotation. The rotated copies of
+    Q, K, V and the attention output change how its graph allocator lays out the compute buffer
+    (advisor/engine/memory.py compute_buffer_bytes)."""
     default_unified_kv: bool = False
     """Sequences share one KV cache (the whole context is every slot's span) unless told otherwise."""
     """Its own fitted fixed costs per token and layer: a table of `[by_runtime]` in rules/speed.toml."""
@@ -431,6 +441,8 @@ class RuntimeSpec(Record):
     `kv_cache_dtype`, `eager`, `tensor_parallel`, `pipeline_parallel`, `max_num_seqs`, `cpu_offload_gb`)."""
     min_compute_capability: float = 0.0
     """Lowest NVIDIA compute capability it runs on (0: no minimum)."""
+    max_gpus: int = 0
+    """Most GPUs one instance of it uses as the advisor models it (0: any number)."""
     hardware_basis: str = ""
     """Where `min_compute_capability` comes from."""
     quant_min_cc: dict[str, float] = field(default_factory=dict)
@@ -443,6 +455,13 @@ class RuntimeSpec(Record):
     """Model families it does not implement (e.g. ExLlamaV2 has no gpt-oss)."""
     families_basis: str = ""
     """Where `unsupported_families` comes from."""
+    unsupported_models: dict[str, str] = field(default_factory=dict)
+    """Models it does not implement within families it otherwise runs: a shell pattern over the model's id
+    (`llama-4-*`) -> why, with its source (an architecture it lacks, or a config its code refuses)."""
+    reserve_mib_other_gpus: float = 0.0
+    """Memory its loader leaves free on every GPU after the first, MiB (beyond `context_mib`)."""
+    swa_full_cache: bool = False
+    """Sliding-window layers keep a cache as long as the global ones (no window-sized cache)."""
     ggml_tables: tuple[str, ...] = ()
     """GGUF runtimes: the ggml type tables it reads beyond the common ids (advisor/modelfile/ggml_types.py):
     `llama.cpp` (mainline's own ids: TQ1_0, TQ2_0, NVFP4) or `ik_llama.cpp` (IQ2_K ... IQ1_KT, *_R4)."""
@@ -457,11 +476,13 @@ class RuntimeSpec(Record):
         return self.quant_ladder or self.like or self.id
 
     def loads(self, quant: QuantSpec) -> bool:
-        """It loads this quantization (the quant lists it, or the runtime it behaves like, and it reads every
-        ggml type table the file's tensors come from)."""
+        """It loads this quantization (the quant lists it, or the runtime it behaves like; a quantization read
+        from a file that lists no runtime, such as EXL2/EXL3, by the runtimes whose formats include its own),
+        and it reads every ggml type table the file's tensors come from."""
         if set(quant.ggml_tables) - set(self.ggml_tables):
             return False
-        return self.id in quant.runtimes or (bool(self.like) and self.like in quant.runtimes)
+        return (self.id in quant.runtimes or (bool(self.like) and self.like in quant.runtimes)
+                or (not quant.runtimes and quant.format in self.formats))
 
 
 @record

@@ -117,7 +117,7 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
 
     explicit_runtime = args.runtime.lower() if args.runtime.lower() != "llama.cpp" else None
     parsed = parse_command(catalog.rules.launch, args.cmd, runtime=explicit_runtime)
-    ref = args.model or parsed.get("model") or parsed.get("hf_repo")
+    ref = args.model or parsed.get("model") or parsed.get("hf_repo") or parsed.get("model_folder")
     if not ref:
         raise AdvisorError("--cmd names no model (-m FILE or -hf REPO)", "add -m to the command or name MODEL")
     quant = args.quant or parsed.get("quantization")

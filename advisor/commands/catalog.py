@@ -56,8 +56,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 PARAMETRIC = (
     ("exl2-<bpw>", "exl2", "the number is the bits per weight of the linear layers (ExLlamaV2 branch names, "
                            "quantization_config bits); embeddings 16-bit", ("exllamav2",)),
-    ("exl3-<bpw>", "exl3", "the same for ExLlamaV3's EXL3 (read from its repos' quantization_config; "
-                           "no ExLlamaV3 runtime is modelled yet)", ()),
+    ("exl3-<bpw>", "exl3", "the same for ExLlamaV3's EXL3 (1 to 8 bits; output head at --head_bits, 6 by "
+                           "default; embeddings 16-bit)", ("exllamav3",)),
 )
 FILE_ONLY = ("UD-Q4_K_XL, UD-Q2_K_XL, Q4_K_XL and other *_XL/*_L names: per-model mixes of tensor types "
              "(Unsloth Dynamic, uploaders' variants) with no one bits-per-weight figure; read from the file "

@@ -22,24 +22,36 @@ from advisor.engine.rig import Rig
 from advisor.engine.serving import serve
 from advisor.errors import AdvisorError
 
-_EXL2 = re.compile(r"^exl2-(\d+(?:\.\d+)?)$", re.IGNORECASE)
+_EXL = re.compile(r"^(exl[23])-(\d+(?:\.\d+)?)$", re.IGNORECASE)
+# The parametric formats: (lowest and highest bits per weight of the linear layers, bits of the output head
+# when the format quantizes it on its own, what the number means).
+_EXL_FORMATS = {
+    "exl2": (1.0, 8.5, None, "EXL2 targets this average bits per weight over the linear layers; the "
+                             "embedding stays 16-bit (the head is 6-bit by default: 16 is the safe side)"),
+    # turboderp-org/exllamav3 exllamav3/conversion/convert_model.py @4f8ad01: -b/--bits from 1 to 8 (line 138),
+    # -hb/--head_bits "default: 6" (line 37); the embedding, norms and MoE router gates stay 16-bit (Embedding
+    # has no quantization map; block_sparse_mlp.py builds the routing gate with qmap = None).
+    "exl3": (1.0, 8.0, 6.0, "EXL3 (QTIP trellis) quantizes the linear layers to this average bits per weight "
+                            "and the output head to --head_bits (6 by default); the embedding, norms and MoE "
+                            "router gates stay 16-bit (turboderp-org/exllamav3 convert_model.py @4f8ad01)"),
+}
 MAX_CTX = 16 * 1024 * 1024
 MAX_CONCURRENCY = 4096
 MAX_PROMPT = 16 * 1024 * 1024
 
 
 def resolve_quant(catalog: Catalog, text: str) -> QuantSpec:
-    """A quant id (case-insensitive), or `exl2-<bpw>` synthesised from its bits per weight."""
-    m = _EXL2.match(text.strip())
+    """A quant id (case-insensitive), or `exl2-<bpw>` / `exl3-<bpw>` synthesised from its bits per weight."""
+    m = _EXL.match(text.strip())
     if m:
-        bpw = float(m.group(1))
-        if not 1.0 <= bpw <= 8.5:
-            raise AdvisorError(f"--quant {text!r}: EXL2 bits per weight must be 1.0 to 8.5")
-        return QuantSpec(id=f"exl2-{m.group(1)}", format="exl2", bits_per_weight=bpw,
-                         bpw_basis="EXL2 targets this average bits per weight over the linear layers; the "
-                                   "embedding stays 16-bit (the head is 6-bit by default: 16 is the safe side)",
-                         runtimes=tuple(r.id for r in catalog.runtimes.values() if "exl2" in r.formats),
-                         kernel="exl2", linear_bits=bpw, embed_bits=16.0)
+        fmt = m.group(1).lower()
+        lo, hi, head, basis = _EXL_FORMATS[fmt]
+        bpw = float(m.group(2))
+        if not lo <= bpw <= hi:
+            raise AdvisorError(f"--quant {text!r}: {fmt.upper()} bits per weight must be {lo:g} to {hi:g}")
+        return QuantSpec(id=f"{fmt}-{m.group(2)}", format=fmt, bits_per_weight=bpw, bpw_basis=basis,
+                         runtimes=tuple(r.id for r in catalog.runtimes.values() if fmt in r.formats),
+                         kernel=fmt, linear_bits=bpw, embed_bits=16.0, head_bits=head)
     by_lower = {q.lower(): q for q in catalog.quants}
     key = text.strip().lower()
     if key in by_lower:
@@ -160,7 +172,7 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
                                "drop --quant: a model file fixes its quantization")
         if not runtime.loads(loaded.quant) and loaded.quant.format not in runtime.formats:
             raise AdvisorError(f"{runtime.name} does not load {loaded.source} weights",
-                               f"use --runtime {loaded.quant.runtimes[0]}")
+                               f"use --runtime {' or '.join(r.id for r in catalog.runtimes.values() if r.loads(loaded.quant)) or 'llama.cpp'}")
         layout = replace(loaded.layout, output_bytes=loaded.layout.output_bytes + loaded.other_bytes)
         placer = Placer(model, loaded.quant, runtime, rig, options, rules, layout=layout)
         quant, chosen = loaded.quant, False

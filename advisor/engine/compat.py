@@ -5,6 +5,8 @@ runs instead."""
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
+
 from advisor.catalog.types import Catalog, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine.rig import Rig
 
@@ -16,6 +18,8 @@ def _lowest_cc(rig: Rig) -> tuple[float, str] | None:
 
 def runtime_runs_here(runtime: RuntimeSpec, rig: Rig) -> bool:
     low = _lowest_cc(rig)
+    if runtime.max_gpus and len(rig.gpus) > runtime.max_gpus:
+        return False
     return not (low and runtime.min_compute_capability and low[0] < runtime.min_compute_capability)
 
 
@@ -25,12 +29,23 @@ def quant_runs_here(runtime: RuntimeSpec, quant: QuantSpec, rig: Rig) -> bool:
     return not (low and need and low[0] < need)
 
 
+def _model_gap(runtime: RuntimeSpec, model: ModelSpec) -> str:
+    """Why the runtime lacks code for this model (rules/runtimes.toml `unsupported_models`, patterns over
+    the model's id), or "" when it has it."""
+    return next((why for pattern, why in runtime.unsupported_models.items()
+                 if fnmatchcase(model.id.lower(), pattern)), "")
+
+
+def implements(runtime: RuntimeSpec, model: ModelSpec) -> bool:
+    """The runtime has code for this model: its family (`unsupported_families`) and the model itself."""
+    return model.family not in runtime.unsupported_families and not _model_gap(runtime, model)
+
+
 def _others(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec) -> list[str]:
     """Runtimes other than this one that run this model on this rig's GPUs."""
     vendors = {g.spec.vendor for g in rig.gpus}
     return [r.id for r in catalog.runtimes.values()
-            if r != runtime and runtime_runs_here(r, rig) and vendors <= set(r.vendors)
-            and model.family not in r.unsupported_families]
+            if r != runtime and runtime_runs_here(r, rig) and vendors <= set(r.vendors) and implements(r, model)]
 
 
 def refusal(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec, quant: QuantSpec | None) -> str:
@@ -43,6 +58,10 @@ def refusal(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec, 
     if model.family in runtime.unsupported_families:
         return (f"{runtime.name} does not implement {model.family} models ({runtime.families_basis}); "
                 f"runtimes that do: {', '.join(_others(catalog, runtime, rig, model))}")
+    gap = _model_gap(runtime, model)
+    if gap:
+        return (f"{runtime.name} does not implement {model.name} ({gap}); "
+                f"runtimes that do: {', '.join(_others(catalog, runtime, rig, model))}")
     low = _lowest_cc(rig)
     backends = {g.spec.backend for g in rig.gpus if g.spec.backend}
     if quant is not None and quant.id in runtime.quant_backends and backends - set(runtime.quant_backends[quant.id]):
@@ -50,6 +69,10 @@ def refusal(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec, 
         return (f"{runtime.name} has no {quant.id} kernels for {', '.join(lacking)} ({runtime.quant_basis}); "
                 f"its 16-bit and other quantized paths run there; other runtimes: "
                 f"{', '.join(_others(catalog, runtime, rig, model))}")
+    if runtime.max_gpus and len(rig.gpus) > runtime.max_gpus:
+        return (f"{runtime.name} runs on {runtime.max_gpus} GPU{'s' if runtime.max_gpus > 1 else ''} as the advisor "
+                f"models it and this rig has {len(rig.gpus)} ({runtime.hardware_basis}); describe one GPU with --gpu, "
+                f"or use --runtime {' or '.join(_others(catalog, runtime, rig, model))}")
     if low and runtime.min_compute_capability and low[0] < runtime.min_compute_capability:
         return (f"{runtime.name} needs CUDA compute capability {runtime.min_compute_capability:g} or higher and "
                 f"{low[1]} has {low[0]:g} ({runtime.hardware_basis}); on this GPU use --runtime "

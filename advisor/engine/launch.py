@@ -152,6 +152,8 @@ def render(rules: LaunchRules, launcher_id: str, values: dict[str, str | None]) 
             value = next((spelt for spelt, ours in flag.values.items() if ours == value), None)
             if value is None:
                 continue
+        if flag.multiple_of and value.isdigit():
+            value = str(-(-int(value) // flag.multiple_of) * flag.multiple_of)
         words.append(flag.names[0])
         if flag.value != "switch":
             words.append(value)
@@ -258,6 +260,9 @@ def _parse_words(rules: LaunchRules, launcher_id: str, args: list[str]) -> Parse
                 raise AdvisorError(f"--cmd: {name} needs a value", f"e.g. {name} {_example(flag.value)}")
             value = args[i]
             i += 1
+            while flag.value == "words" and i < len(args) and not args[i].startswith("-"):  # argparse nargs="+"
+                value += f" {args[i]}"
+                i += 1
         if setting.startswith("ignored") or flag.why and not setting.startswith("unmodelled"):
             ignored.append(name)
             continue
@@ -506,6 +511,7 @@ def serving_settings(placer, options, ctx: int, *, model_ref: str) -> dict[str, 
     tp, pp = placer.parallel_sizes() if hasattr(placer, "parallel_sizes") else (1, 1)
     return {
         "hf_repo": model_ref,
+        "model_folder": model_ref.rstrip("/").rsplit("/", 1)[-1],  # where downloaders put a repo: its last part
         "quantization": placer.quant.id,
         "dtype": placer.quant.id,
         "max_model_len": str(ctx) if ctx != placer.model.max_context else None,

@@ -79,13 +79,15 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
     to_bytes = lambda p: int(round(p * body_bits / 8))  # noqa: E731
     expert_to_bytes = lambda p: int(round(p * expert_bits / 8))  # noqa: E731
     edge = int(round(embed * edge_bits / 8))
+    # An untied output head the format quantizes on its own (EXL3 --head_bits) is not the embedding's size.
+    out = int(round(embed * quant.head_bits / 8)) if quant.head_bits and not model.tied_embeddings else edge
     ple_bytes = int(round(ple * edge_bits / 8))
     expert_b = tuple(expert_to_bytes(p) for p in expert_params)
     layer_bytes = tuple(to_bytes(shared + extra[il] - expert_params[il]) + expert_b[il] for il in range(n))
     return WeightsLayout(
-        total_bytes=sum(layer_bytes) + edge * (1 if model.tied_embeddings else 2) + ple_bytes,
+        total_bytes=sum(layer_bytes) + edge + (0 if model.tied_embeddings else out) + ple_bytes,
         embed_bytes=edge + ple_bytes,
-        output_bytes=edge,
+        output_bytes=out,
         layer_bytes=layer_bytes,
         expert_bytes=expert_b,
     )
@@ -123,7 +125,7 @@ def swa_kv_cells(model: ModelSpec, runtime: RuntimeSpec, ctx_cells: int, seqs_pe
     cells (tests/data/llamacpp_oracle.json). Runtimes that do not declare `swa_pads_ubatch` keep the
     window."""
     window = model.sliding_window
-    if not window or swa_full:
+    if not window or swa_full or runtime.swa_full_cache:
         return ctx_cells
     if not runtime.swa_pads_ubatch:
         return min(ctx_cells, window)
@@ -175,6 +177,7 @@ def compute_buffer_bytes(
     swa_cells: int = 0,
     total_cells: int | None = None,
     sequences: int = 0,
+    kv_rotated: bool = False,
 ) -> int:
     """A runtime's compute (scratch) buffer on one GPU, in bytes.
 
@@ -193,6 +196,14 @@ def compute_buffer_bytes(
         (MLA adds the transposed latent of the whole cache, n_ctx x kv_lora_rank x 2 bytes), and the
         feed-forward phase with three f32 context-wide masks, 12 x ctx x ub (the short per-sequence
         spans of `-np`).
+    `kv_rotated` (see `kv_rotated`): llama.cpp rotates a quantized K and V cache, so each layer's graph
+    also holds rotated copies of Q, K, V and of the attention output. Its allocator (ggml-alloc) then
+    lays the buffer out differently: once the f16 mask is at least one hidden state (2 x cells >= 4 x
+    hidden bytes a token) the feed-forward phase needs one hidden-state buffer (hidden x ub x 4) less and
+    the logits phase one more. Found with ../shared/tools/llamacpp-oracle: exact for llama and qwen3
+    shapes from 4096 to 131072 cells and for the threshold (the change starts at 2 x hidden cells, 8192
+    for hidden 4096); gemma3 and qwen3moe shapes take the extra logits buffer only near the threshold, so
+    above it this budgets up to 1.4% more than llama.cpp allocates (tests/data/llamacpp_oracle.json).
     Reproduces llama.cpp's own allocations for llama, qwen3, qwen3moe, gemma3 and deepseek2 (MLA)
     shapes over context x flash attention x KV type x ubatch x slots (tests/data/llamacpp_oracle.json,
     bench/llamacpp_oracle.py) and the GPU load logs of tests/data/llamacpp_memory_logs.csv.
@@ -219,12 +230,27 @@ def compute_buffer_bytes(
     ffn = int((3 * _ffn_width(model) * share + 4 * h) * ub * 4)
     if flash_attention:
         attention = ffn + 2 * (ctx_cells + swa) * ub
+        if kv_rotated and 2 * ctx_cells >= 4 * h:
+            attention -= h * ub * 4
+            logits += h * ub * 4 if holds_output else 0
     else:
         scores = (heads * ctx_cells + ctx_cells + swa + 2 * q_dim + 3 * h + 2 * kv_dim) * ub * 4
         if model.is_mla:
             scores += (total_cells or ctx_cells) * model.kv_lora_rank * 2
         attention = max(scores, ffn + 3 * 4 * (ctx_cells + swa) * ub)
     return int(runtime.compute_fixed_mib * MIB) + max(logits, attention)
+
+
+def kv_rotated(model: ModelSpec, runtime: RuntimeSpec, kv_type: str, rules: Rulebook) -> bool:
+    """Whether the runtime rotates this model's K and V cache with a Hadamard matrix: a block-quantized
+    cache type (rules/memory.toml block_quantized) and K and V head sizes that are multiples of the
+    runtime's `kv_rotation_head_multiple` (llama.cpp: 64). An MLA cache keeps no separate V
+    (n_embd_head_v_all = 0, so attn_rot_v = 0) and only K is rotated, which leaves the compute buffer as it
+    is (tests/data/llamacpp_oracle.json, deepseek2 rows)."""
+    step = runtime.kv_rotation_head_multiple
+    if not step or model.is_mla or kv_type not in rules.memory.kv_cache.block_quantized:
+        return False
+    return model.head_dim > 0 and model.head_dim % step == 0
 
 
 def _ffn_width(model: ModelSpec) -> int:

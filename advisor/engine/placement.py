@@ -209,6 +209,8 @@ class Placer:
         ubatch, seqs = self.batch_defaults(gpu)
         if self.options.ubatch:
             ubatch = self.options.ubatch
+        if context and gpu > 0:  # what its loader leaves free on the GPUs after the first
+            context += int(rt.reserve_mib_other_gpus * mem.MIB)
         if context and len(self.rig.gpus) >= 8:
             context += int(rt.context_mib_many_gpus * mem.MIB)
         if context and rt.cuda_graph_mib and not self.options.enforce_eager:
@@ -216,7 +218,8 @@ class Placer:
         return context + mem.compute_buffer_bytes(
             self.model, rt, span, holds_output=holds_output,
             flash_attention=self.flash_attention, heads_on_device=heads, ubatch=ubatch, sequences=seqs,
-            swa_cells=self._swa_cells(ctx), total_cells=span * streams)
+            swa_cells=self._swa_cells(ctx), total_cells=span * streams,
+            kv_rotated=mem.kv_rotated(self.model, rt, self.options.kv_type, self.rules))
 
     def batch_defaults(self, gpu: int = 0) -> tuple[int, int]:
         """(tokens per profile batch, requests per step) on this GPU: as asked, else the runtime's defaults,
@@ -339,10 +342,13 @@ class Placer:
     def _tensor_parallel(self, ctx: int) -> Placement:
         m, n = self.model, len(self.caps)
         row_split = self.runtime.tensor_split == "rows"  # splits matrix rows: no head constraint
-        if not row_split and m.attention_heads % n:
+        # `channels`: heads and MLP channels dealt out in proportion to each GPU's memory (ExLlamaV3's
+        # TPAllocator), so no head count has to divide by the GPU count and each GPU keeps its heads' KV.
+        by_memory = self.runtime.tensor_split == "channels"
+        if not (row_split or by_memory) and m.attention_heads % n:
             return self._refused(ctx, f"tensor parallel over {n} GPUs needs the {m.attention_heads} attention "
                                       f"heads to divide by {n}")
-        if not row_split and (m.kv_heads % n) and (n % m.kv_heads):
+        if not (row_split or by_memory) and (m.kv_heads % n) and (n % m.kv_heads):
             return self._refused(ctx, f"tensor parallel over {n} GPUs needs the {m.kv_heads} KV heads and "
                                       f"{n} to divide one another")
         kv_total = sum(self._kv(ctx))
@@ -353,6 +359,11 @@ class Placer:
             total_cap = sum(self.caps)
             shares = [weights * c / total_cap for c in self.caps] if total_cap > 0 else [weights / n] * n
             kvs = [kv_total if i == 0 else 0 for i in range(n)]
+        elif by_memory:
+            total_cap = sum(self.caps)
+            frac = [c / total_cap for c in self.caps] if total_cap > 0 else [1 / n] * n
+            shares = [weights * f for f in frac]
+            kvs = [kv_total if m.is_mla else kv_total * f for f in frac]
         else:
             shares = [weights / n] * n
             kvs = [kv_share] * n

@@ -14,7 +14,7 @@ from advisor.catalog.types import GpuSpec
 from advisor.errors import AdvisorError
 
 
-DEFAULT_RAM_BW_BASIS = "default: dual-channel DDR4 (rules/memory.toml)"
+DEFAULT_RAM_BW_BASIS = "default: dual-channel DDR4-3200 peak (rules/memory.toml)"
 
 
 @record

@@ -126,8 +126,10 @@ def from_safetensors(cfg: Any, cfg_where: Path, groups: list[tuple[Tensor, ...]]
         f = {**f, "_active": active}
     spec = _spec(slug(name), name, model_type, f, t, notes, sources,
                  why=f"read from {label}: {len(tensors)} tensors, model_type {model_type}")
-    quant = QuantSpec(id=quant_id, format="safetensors", bits_per_weight=_bpw(t, where), bpw_basis=basis,
-                      runtimes=ST_RUNTIMES, kernel=kernel)
+    # EXL2/EXL3 checkpoints load in the runtimes whose formats name them (rules/runtimes.toml), not vLLM's.
+    fmt = quant_id.split("-", 1)[0] if quant_id.startswith(("exl2-", "exl3-")) else "safetensors"
+    quant = QuantSpec(id=quant_id, format=fmt, bits_per_weight=_bpw(t, where), bpw_basis=basis,
+                      runtimes=ST_RUNTIMES if fmt == "safetensors" else (), kernel=kernel)
     return LoadedModel(spec=spec, quant=quant, layout=t.layout, source=source, exact=True)
 
 
