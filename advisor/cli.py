@@ -145,6 +145,21 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True, optional: bool =
                    help="micro-batch tokens (llama.cpp -ub, default 512): it sizes the compute buffers")
 
 
+def _image_args(p: argparse.ArgumentParser) -> None:
+    """Vision towers: llama.cpp's mmproj file and vLLM's image limit (check only)."""
+    g = p.add_argument_group("images (vision towers)")
+    g.add_argument("--mmproj", metavar="FILE",
+                   help="llama.cpp: the mmproj GGUF (vision tower) the server loads beside the model (-mm): its "
+                        "weights and compute buffer on the first GPU")
+    g.add_argument("--no-mmproj-offload", action="store_true",
+                   help="llama.cpp: keep the mmproj on the CPU (its memory comes out of system RAM)")
+    g.add_argument("--no-mmproj", "--language-model-only", dest="no_mmproj", action="store_true",
+                   help="text only: no vision tower loaded (vLLM's --limit-mm-per-prompt '{\"image\":0}')")
+    g.add_argument("--limit-mm-per-prompt", metavar="JSON",
+                   help="vLLM: images per prompt, e.g. '{\"image\":2}' (its encoder is profiled on that many); "
+                        "'{\"image\":0}' is text only")
+
+
 def _kv_type(text: str) -> str:
     """--kv-cache / vLLM's --kv-cache-dtype: `auto` is the model's 16-bit type, `fp8_e4m3`/`fp8_e5m2` are fp8."""
     t = text.strip().lower()
@@ -219,6 +234,7 @@ def _check_parser(sub) -> None:
     p.add_argument("--min-tps", type=_positive("--min-tps", 1e7), metavar="N",
                    help="decode speed the automatic choice reaches first (default: reading speed, 5 tok/s)")
     _serving_args(p)
+    _image_args(p)
     _rig_args(p)
     _output_args(p)
 

@@ -202,3 +202,12 @@ def test_list_flags_take_every_value(catalog):
     notes = r.options.command_notes
     assert any("--gpu-split 20 20 20" in n for n in notes)
     assert not any("unknown" in n for n in notes) and r.context_tokens == 8192
+
+
+def test_fit_says_when_the_runtime_cannot_run_on_the_rig(run_cli):
+    """A T4 is compute capability 7.5: fit lists nothing, and says it is the runtime, not the memory."""
+    out = run_cli("fit", "--gpu", "t4", "--runtime", "exllamav3")
+    assert out.returncode in (0, 1), out.stderr
+    assert "exllamav3 does not run on this rig" in out.stdout and "compute capability 8" in out.stdout
+    fine = run_cli("fit", "--gpu", "t4")
+    assert "does not run on this rig" not in fine.stdout

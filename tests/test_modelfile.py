@@ -384,8 +384,11 @@ def test_safetensors_bf16_multimodal_prefix_and_vision_tower(tmp_path: Path) -> 
         off += n
     write_st(folder / "model.safetensors", header, off)
     lm = read_model(str(folder))
-    assert lm.layout.total_bytes == off and lm.quant.id == "BF16"
-    assert lm.other_bytes == 2 * (64 + 32 * 64)  # final norm (BF16 here) + the vision tower
+    tower = 2 * 32 * 64
+    assert lm.layout.total_bytes == off - tower and lm.quant.id == "BF16"
+    assert lm.other_bytes == 2 * 64  # the final norm (BF16 here); the vision tower is apart
+    assert (lm.vision.weight_bytes, lm.vision.params, lm.spec.vision_params) == (tower, 32 * 64, 32 * 64)
+    assert any("vision_config" in a for a in lm.spec.assumptions)  # its compute peak is not known: said so
     assert lm.spec.sliding_window_layers == 1 and lm.spec.family == "gemma"
     assert lm.layout.layer_bytes[0] == sum(2 * prod(s) for n, s in shapes.items() if n.startswith("model.language_model.layers.0."))
 

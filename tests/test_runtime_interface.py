@@ -85,8 +85,9 @@ def test_a_bad_declared_value_is_named(_isolated_user_dir):
 def test_ollama_is_llama_cpp_plus_what_differs(catalog):
     llama, ollama = catalog.runtimes["llama.cpp"], catalog.runtimes["ollama"]
     differs = {f.name for f in dataclasses.fields(llama) if getattr(llama, f.name) != getattr(ollama, f.name)}
+    # vision_terms: Ollama takes a model's projector from its own manifest, not llama-server's --mmproj
     assert differs == {"id", "name", "like", "context_mib", "context_basis", "compute_basis",
-                       "supports_tensor_parallel", "notes"}
+                       "supports_tensor_parallel", "notes", "vision_terms"}
 
 
 def test_no_engine_module_branches_on_a_runtime_name():

@@ -445,6 +445,66 @@ class LaunchRules(Record):
     """Each launcher by id."""
 
 
+# --- rules/vision.toml -------------------------------------------------------------------------
+
+@record
+class ClipRules(Record):
+    __pydantic_config__ = _STRICT
+    activation_bytes: float
+    """Bytes per activation of llama.cpp's clip graph (f32)."""
+    ffn_embd_multiple: float
+    """The feed-forward phase holds n_ff + this many n_embd values per patch."""
+    scores_embd_multiple: float
+    """Without flash attention: besides every head's f32 scores, this many n_embd values per patch."""
+    warmup_merged_tokens: dict[str, int] = field(default_factory=dict)
+    """Per projector type: merged tokens of the warm-up image (set_warmup_n_tokens); others warm up with
+    their image_size."""
+
+
+@record
+class EncoderProfileRules(Record):
+    __pydantic_config__ = _STRICT
+    activation_bytes: float
+    """Bytes per activation of a 16-bit encoder run."""
+    live_embd_multiple: float
+    """Live activations per patch, in encoder widths (input, residual, norm, q, k, v)."""
+    live_ff_multiple: float
+    """Live activations per patch, in MLP widths (the hidden layer and its activation)."""
+    pixel_values_per_patch_px: float
+    """Input values per patch pixel (3 channels x 2 frames for the Qwen-VL temporal patch)."""
+    pixel_bytes: float
+    """Bytes per input pixel value."""
+    max_image_pixels: dict[str, int] = field(default_factory=dict)
+    """Per model_type: the largest image its processor accepts, pixels (dynamic-resolution encoders)."""
+
+
+@record
+class VisionRuntimeRules(Record):
+    __pydantic_config__ = _STRICT
+    loads: tuple[str, ...]
+    """Tower sources this runtime loads: `mmproj` (a file given on its command line), `checkpoint`, `config`."""
+    placement: str
+    """`main_gpu` (the first GPU, or system RAM when offload is off) or `tensor_parallel_first_stage`."""
+    compute: str
+    """`clip_graph` (llama.cpp's reserved graph for its warm-up image) or `encoder_profile` (vLLM)."""
+    default_limit: int = 1
+    """Items per modality per prompt when the command line does not say."""
+    source: str = ""
+
+
+@record
+class VisionRules(Record):
+    __pydantic_config__ = _STRICT
+    tensor_prefixes: tuple[str, ...]
+    """Names of a checkpoint's vision-tower and projector tensors start with one of these."""
+    checkpoint_bytes_per_param: float
+    """Bytes per parameter of a tower known only by its count (checkpoints keep it 16-bit)."""
+    clip: ClipRules
+    encoder_profile: EncoderProfileRules
+    by_runtime: dict[str, VisionRuntimeRules] = field(default_factory=dict)
+    """Per runtime id: how it loads a tower (absent: it does not, as far as the rulebook knows)."""
+
+
 @record
 class Rulebook(Record):
     """Every table of the rulebook, by file."""
@@ -456,6 +516,7 @@ class Rulebook(Record):
     plan: PlanRules
     quality: QualityRules
     training: TrainingMemoryRules
+    vision: VisionRules
     speed_bands: SpeedBands = field(default_factory=SpeedBands)
     launch: LaunchRules = field(default_factory=LaunchRules)
 

@@ -392,6 +392,9 @@ class RuntimeSpec(Record):
     """The runtime part of the kind of answer its error band is kept under (rules/speed_bands.toml,
     bench/accuracy.py); empty: no measurements, so every answer says "not measured"."""
     speed_terms: str = ""
+    vision_terms: str = ""
+    """The rules/vision.toml `[by_runtime]` entry saying how it loads a vision tower (an mmproj file, the
+    checkpoint's encoder) and what it reserves for it; empty: none the advisor models."""
     flash_attention_backends: tuple[str, ...] = ()
     """Backends (`cuda`, `rocm`, `metal`, `vulkan`, `sycl`, `cpu`) where its flash attention runs, so
     `auto` (llama.cpp's default since 2025) resolves to on; elsewhere auto is off."""

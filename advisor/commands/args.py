@@ -24,7 +24,34 @@ def options_from(args: argparse.Namespace):
                    enforce_eager=getattr(args, "enforce_eager", False),
                    cpu_offload_gb=getattr(args, "cpu_offload_gb", None) or 0.0,
                    tensor_parallel=getattr(args, "tensor_parallel_size", None),
-                   pipeline_parallel=getattr(args, "pipeline_parallel_size", None))
+                   pipeline_parallel=getattr(args, "pipeline_parallel_size", None),
+                   mmproj=getattr(args, "mmproj", None),
+                   mmproj_offload=not getattr(args, "no_mmproj_offload", False),
+                   mm_limit=_mm_limit(args))
+
+
+def _mm_limit(args: argparse.Namespace) -> int | None:
+    if getattr(args, "no_mmproj", False):
+        return 0
+    text = getattr(args, "limit_mm_per_prompt", None)
+    if text is None:
+        return None
+    from advisor.engine.vision import parse_mm_limit
+
+    return parse_mm_limit(text, "--limit-mm-per-prompt")
+
+
+def with_mmproj(catalog, options):
+    """Options with the --mmproj file read (its header only), or as they are."""
+    if not options.mmproj or options.vision_tower is not None or options.mm_limit == 0:
+        return options
+    from dataclasses import replace
+    from pathlib import Path
+
+    from advisor.modelfile.vision import from_mmproj
+
+    return replace(options, vision_tower=from_mmproj(Path(options.mmproj).expanduser(), catalog.rules,
+                                                     display=options.mmproj))
 
 
 def rig_from_args(args: argparse.Namespace, catalog):

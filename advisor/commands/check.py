@@ -25,7 +25,9 @@ def cmd_check(args: argparse.Namespace) -> int:
                            "see `advisor check --help`")
     else:
         model, options = resolve_model(catalog, args.model), options_from(args)
-    report = evaluate(catalog, rig, model, options)
+    from advisor.commands.args import with_mmproj
+
+    report = evaluate(catalog, rig, model, with_mmproj(catalog, options))
     fmt = fmt_of(args)
     if fmt == "json":
         from advisor.report.jsonout import check_json

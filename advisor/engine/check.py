@@ -103,6 +103,19 @@ def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
     for n, what in ((options.tensor_parallel, "tensor"), (options.pipeline_parallel, "pipeline"), (options.max_num_seqs, "max-num-seqs")):
         if n is not None and not 1 <= n <= MAX_CONCURRENCY:
             raise AdvisorError(f"--{what} size {n} is out of range", f"use 1 to {MAX_CONCURRENCY}")
+    if options.mm_limit != 0 and (options.mmproj or (options.vision_tower is not None
+                                                     and options.vision_tower.source == "mmproj")):
+        vis = catalog.rules.vision.by_runtime.get(runtime.vision_terms)
+        if vis is None or "mmproj" not in vis.loads:
+            takers = [r.id for r in catalog.runtimes.values()
+                      if "mmproj" in getattr(catalog.rules.vision.by_runtime.get(r.vision_terms), "loads", ())]
+            raise AdvisorError(f"{runtime.name} does not load an mmproj file (--mmproj)",
+                               f"runtimes that do: {', '.join(takers)}; {runtime.name} reads the vision tower "
+                               f"from the model's own checkpoint" if takers else "drop --mmproj")
+        if options.vision_tower is None:
+            raise AdvisorError(f"--mmproj {options.mmproj}: the file was not read", "pass it on the command line")
+    if options.mm_limit is not None and not 0 <= options.mm_limit <= MAX_CONCURRENCY:
+        raise AdvisorError(f"--limit-mm-per-prompt {options.mm_limit} is out of range", f"use 0 to {MAX_CONCURRENCY}")
     return runtime
 
 
@@ -160,6 +173,11 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
         model = loaded.spec
     runtime = check_options(catalog, options)
     check_runtime_hardware(runtime, rig)
+    from advisor.engine.vision import tower_for
+
+    tower = tower_for(options, loaded, model, catalog.rules)
+    if tower is not None and tower is not options.vision_tower:
+        options = replace(options, vision_tower=tower)
     used = (options.tensor_parallel or 1) * (options.pipeline_parallel or 1)
     if used > max(len(rig.gpus), 1):
         raise AdvisorError(f"tensor x pipeline parallel sizes need {used} GPUs and the rig has {len(rig.gpus)}",
@@ -223,7 +241,7 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
                     context_tokens=ctx, options=options, rig=rig, placement=placement,
                     kv_cache_bytes=kv_total, max_context_tokens=max_ctx, speed=speed, interconnect=inter,
                     findings=(), model_source=f"{loaded.source}: {loaded.spec.sources[0]}" if loaded else "catalog",
-                    serving=serving)
+                    serving=serving, vision=placer.vision)
     if options.workload == "inference":
         from advisor.engine import choice as ch
 

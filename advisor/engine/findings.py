@@ -484,9 +484,41 @@ def arc003_not_loaded(r: Report, c: Catalog) -> Iterator[Said]:
         yield ("info", f"the model ships {m.mtp_layers} multi-token-prediction layer"
                        f"{'s' if m.mtp_layers > 1 else ''}, not loaded by default and not counted here "
                        f"(they are only used for speculative decoding).")
-    if m.vision_params:
+    if m.vision_params and r.vision is None and r.options.mm_limit != 0:
         yield ("info", f"its vision tower ({m.vision_params / 1e9:.2f}B parameters) is not counted here: "
                        f"reading images adds it (for llama.cpp, the mmproj file passed with --mmproj).")
+
+
+@rule("VIS001")
+def vis001_vision_tower(r: Report, c: Catalog) -> Iterator[Said]:
+    """A vision tower the answer loads (llama.cpp's --mmproj, vLLM's encoder): what its weights and the
+    runtime's reserved peak for the largest image cost and where, and what was assumed about it, so the
+    memory for reading images is never silently left out."""
+    v = r.vision
+    if v is None:
+        return
+    where = ", ".join(f"gpu{i}" for i in v.devices) if v.devices else "system RAM"
+    t = v.tower
+    peak = f"{gib(v.compute_bytes)} reserved for its largest image" if v.compute_bytes else "no compute peak counted"
+    each = " each" if len(v.devices) > 1 else ""
+    yield ("info", f"vision tower ({t.kind}, {t.params / 1e9:.2f}B parameters): {gib(v.weights_bytes)} of weights and "
+                   f"{peak} on {where}{each}; {v.basis}.")
+    if v.flash_compute_bytes:
+        yield ("info", f"with flash attention (-fa on) its compute buffer would be "
+                       f"{gib(v.flash_compute_bytes)} instead of {gib(v.compute_bytes)}.")
+    if v.sequential and v.compute_bytes:
+        yield ("info", f"vLLM profiles the encoder on {v.images} image{'s' if v.images > 1 else ''} before the text "
+                       f"run: its peak lowers the KV pool by what it exceeds the text run's; "
+                       f"--limit-mm-per-prompt '{{\"image\":0}}' serves text only and frees the encoder's memory.")
+    if v.sequential and not t.item_patches:
+        yield ("warning", f"assumed: the largest image {t.kind}'s processor accepts is not known, so the encoder's "
+                          f"profile peak is not counted (the KV pool may come out smaller than shown).")
+    elif v.sequential:
+        yield ("warning", "assumed: the encoder's profile peak is estimated from its layer structure (live "
+                          "activations per patch, rules/vision.toml), not fitted on measured profiles.")
+    for what in t.assumptions:
+        if what not in r.model.assumptions:
+            yield ("warning", f"assumed: {what}")
 
 
 def run_rules(report: Report, catalog: Catalog) -> tuple[Finding, ...]:

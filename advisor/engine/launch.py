@@ -427,6 +427,16 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
         changes["ubatch"] = ub
     if parsed.get("swa_full") is not None:
         changes["swa_full"] = True
+    if parsed.get("mmproj") is not None:
+        changes["mmproj"] = parsed.get("mmproj")
+    if parsed.get("no_mmproj_offload") is not None:
+        changes["mmproj_offload"] = False
+    if parsed.get("limit_mm") is not None:
+        from advisor.engine.vision import parse_mm_limit
+
+        changes["mm_limit"] = parse_mm_limit(parsed.get("limit_mm"), "--cmd --limit-mm-per-prompt")
+    if parsed.get("no_mmproj") is not None or parsed.get("language_model_only") is not None:
+        changes["mm_limit"] = 0
     ngl = parsed.get("n_gpu_layers")
     if ngl is not None and ngl.lower() not in ("auto", "-1"):
         if ngl.lower() == "all":
@@ -491,7 +501,19 @@ def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, op
         swa_full=options.swa_full, prompt_tokens=options.prompt_tokens)
     model, quant = placer.model, placer.quant
     values.update(serving_settings(placer, options, ctx, model_ref=model_ref or model_reference(model, quant)))
+    values.update(vision_settings(placer.vision, options))
     return render(rules, ids[0], values)
+
+
+def vision_settings(vision, options) -> dict[str, str | None]:
+    """The vision tower's settings: the mmproj file the answer loads (and where), the image limit given."""
+    mmproj = vision.tower.path if vision is not None and vision.tower.source == "mmproj" else None
+    limit = options.mm_limit
+    return {
+        "mmproj": mmproj,
+        "no_mmproj_offload": "" if mmproj and not options.mmproj_offload else None,
+        "limit_mm": '{"image":%d}' % limit if limit is not None else None,
+    }
 
 
 def model_reference(model, quant) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from advisor.catalog.types import ModelSpec, QuantSpec
 from advisor.engine.memory import WeightsLayout
+from advisor.engine.vision import VisionTower
 
 
 @dataclass(frozen=True)
@@ -27,10 +28,12 @@ class LoadedModel:
     """`gguf file`, `safetensors folder`, `config.json`, `ollama store` or `hf cache`."""
     exact: bool
     """The layout comes from real tensor sizes (True) or from an estimate (False)."""
+    vision: VisionTower | None = None
+    """The vision tower the files ship beside the language model (not in `layout`)."""
 
     @property
     def other_bytes(self) -> int:
-        """Weights in none of the layout's parts (final norm, rope tables, a vision tower), less those not
+        """Weights in none of the layout's parts (final norm, rope tables), less those not
         loaded by default (MTP layers)."""
         lay = self.layout
         head = 0 if self.spec.tied_embeddings else lay.output_bytes

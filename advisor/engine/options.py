@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from advisor.record import Record, record
+from advisor.engine.vision import VisionTower
 
 KV_TYPES = ("f16", "q8_0", "q4_0", "fp8")
 SPLITS = ("layer", "tensor")
@@ -89,3 +90,13 @@ class Options(Record):
     """GPUs each layer is split across (vLLM --tensor-parallel-size); None: the runtime's default."""
     pipeline_parallel: int | None = None
     """Stages the layers are cut into (vLLM --pipeline-parallel-size); None: 1 unless --split layer."""
+    mmproj: str | None = None
+    """The vision tower file a llama.cpp command loads (`--mmproj FILE`), as given."""
+    vision_tower: VisionTower | None = None
+    """The vision tower in play: the `mmproj` file as read at the edge, or the model's own (set by the
+    engine from the model file or the catalog)."""
+    mmproj_offload: bool = True
+    """llama.cpp puts the mmproj on the first GPU; False: on the CPU (`--no-mmproj-offload`)."""
+    mm_limit: int | None = None
+    """Images per prompt the server accepts (vLLM `--limit-mm-per-prompt`); 0: text only (`--no-mmproj`,
+    `--language-model-only`), no tower loaded; None: the runtime's default."""

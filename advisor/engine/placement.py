@@ -178,6 +178,23 @@ class Placer:
         self.kv_unified = runtime.default_unified_kv if options.kv_unified is None else options.kv_unified
         self.fa_missing = (not self.flash_attention and options.kv_type != "f16"
                            and runtime.kv_quant_needs_flash_attention)
+        self.vision = self._vision()
+
+    def _vision(self):
+        """The vision tower's cost on this runtime (advisor.engine.vision), or None when it loads none."""
+        if self.options.vision_tower is None:
+            return None
+        from advisor.engine.vision import vision_use
+
+        tp = self.parallel_sizes()[0] if self.runtime.pipeline_split == "even" else 1
+        tokens, seqs = self.batch_defaults()
+        return vision_use(self.options.vision_tower, self.runtime.vision_terms, self.rules, flash_attention=self.flash_attention,
+                          n_gpus=len(self.rig.gpus), offload=self.options.mmproj_offload, limit=self.options.mm_limit,
+                          tp=tp, max_num_batched_tokens=tokens, max_num_seqs=seqs)
+
+    def _vision_on_host(self) -> int:
+        """The vision tower's bytes in system RAM (llama.cpp's --no-mmproj-offload, or no GPU)."""
+        return self.vision.extra_bytes(None, 0) if self.vision is not None else 0
 
     # -- helpers ---------------------------------------------------------------------------------
     def _streams(self, ctx: int) -> tuple[int, int, int]:
@@ -215,11 +232,14 @@ class Placer:
             context += int(rt.context_mib_many_gpus * mem.MIB)
         if context and rt.cuda_graph_mib and not self.options.enforce_eager:
             context += int(rt.cuda_graph_mib * mem.MIB)
-        return context + mem.compute_buffer_bytes(
+        buf = mem.compute_buffer_bytes(
             self.model, rt, span, holds_output=holds_output,
             flash_attention=self.flash_attention, heads_on_device=heads, ubatch=ubatch, sequences=seqs,
             swa_cells=self._swa_cells(ctx), total_cells=span * streams,
             kv_rotated=mem.kv_rotated(self.model, rt, self.options.kv_type, self.rules))
+        if self.vision is not None and self.rig.gpus:
+            buf += self.vision.extra_bytes(gpu, buf - int(rt.compute_fixed_mib * mem.MIB))
+        return context + buf
 
     def batch_defaults(self, gpu: int = 0) -> tuple[int, int]:
         """(tokens per profile batch, requests per step) on this GPU: as asked, else the runtime's defaults,
@@ -238,7 +258,7 @@ class Placer:
         unified memory what that machine's GPU holds comes out of the same RAM, and the GPU's working-set
         limit has already left the OS its share, so no separate reserve applies."""
         cap = max(self.rig.ram_bytes - gpu_bytes, 0) if self.rig.unified else self.host_cap
-        return DeviceUse("cpu", self.rig.cpu or "system RAM", weights, kv, 0, cap, layers,
+        return DeviceUse("cpu", self.rig.cpu or "system RAM", weights, kv, self._vision_on_host(), cap, layers,
                          expert_bytes=expert_bytes)
 
     # -- strategies ------------------------------------------------------------------------------
@@ -269,7 +289,7 @@ class Placer:
     def _cpu_only(self, ctx: int) -> Placement:
         kv = sum(self._kv(ctx))
         host = DeviceUse("cpu", self.rig.cpu or "system RAM", self.layout.total_bytes, kv,
-                         self._overhead(ctx, True), self.host_cap,
+                         self._overhead(ctx, True) + self._vision_on_host(), self.host_cap,
                          self.model.layers, expert_bytes=sum(self.layout.expert_bytes))
         runs = host.fits
         return Placement("cpu_only", (), host, fits=False, runs=runs, gpu_layers=0,

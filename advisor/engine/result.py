@@ -9,6 +9,7 @@ from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine.options import Options
 from advisor.engine.placement import Placement
 from advisor.engine.rig import Rig
+from advisor.engine.vision import VisionUse
 
 SCHEMA_VERSION = 1
 
@@ -216,6 +217,8 @@ class Report(Record):
     """Paged-KV runtimes (vLLM, SGLang): the KV pool and how many requests run at once."""
     refusal: str = ""
     """Why the runtime cannot run this model on these GPUs at all (compatibility rules), or empty."""
+    vision: VisionUse | None = None
+    """The vision tower this answer loads (llama.cpp's --mmproj, vLLM's encoder), and what it costs."""
 
     @property
     def fits(self) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 from advisor.catalog.types import ModelSpec, QuantSpec
 from advisor.engine.memory import weights_layout
-from advisor.modelfile import gguf_arch, hf_config, limits
+from advisor.modelfile import gguf_arch, hf_config, limits, vision
 from advisor.modelfile.fields import family_of, get_int, slug, text_value
 from advisor.modelfile.ggml_types import FILE_TYPES, TABLE_OF
 from advisor.modelfile.gguf_file import GgufFile, Tensor, read_gguf
@@ -110,7 +110,13 @@ def from_safetensors(cfg: Any, cfg_where: Path, groups: list[tuple[Tensor, ...]]
                      source: str, sources: tuple[str, ...]) -> LoadedModel:
     """A model from its config.json object and the tensors of each safetensors file (local or remote)."""
     model_type, f, notes = hf_config.architecture(cfg, cfg_where)
-    tensors = _merge(groups, where)
+    tensors, vis = vision.split_tensors(_merge(groups, where), vision.rules())
+    if not tensors:
+        bad_file(where, "holds only vision-tower tensors", "pass the whole model's weights")
+    tower = vision.from_tensors(vis, cfg, cfg_where, vision.rules())
+    if tower is None and isinstance(cfg, dict) and isinstance(cfg.get("vision_config"), dict):
+        notes.append("config.json describes a vision tower but the files hold none of its tensors: not counted")
+    f = _with_tower(f, tower)
     t = tally(tensors, f["layers"], "safetensors")
     c = hf_config.text_config(cfg, cfg_where)
     qcfg = c.get("quantization_config") if isinstance(c.get("quantization_config"), dict) else None
@@ -130,7 +136,14 @@ def from_safetensors(cfg: Any, cfg_where: Path, groups: list[tuple[Tensor, ...]]
     fmt = quant_id.split("-", 1)[0] if quant_id.startswith(("exl2-", "exl3-")) else "safetensors"
     quant = QuantSpec(id=quant_id, format=fmt, bits_per_weight=_bpw(t, where), bpw_basis=basis,
                       runtimes=ST_RUNTIMES if fmt == "safetensors" else (), kernel=kernel)
-    return LoadedModel(spec=spec, quant=quant, layout=t.layout, source=source, exact=True)
+    return LoadedModel(spec=spec, quant=quant, layout=t.layout, source=source, exact=True, vision=tower)
+
+
+def _with_tower(f: dict[str, Any], tower) -> dict[str, Any]:
+    """The architecture fields with the tower's parameters and what was assumed about it."""
+    if tower is None:
+        return f
+    return {**f, "vision_params": tower.params, "assumptions": tuple(f.get("assumptions", ())) + tower.assumptions}
 
 
 def _shards(folder: Path) -> dict[Path, set[str] | None]:
@@ -175,6 +188,8 @@ def from_config(path: Path, *, name: str | None = None, sources: tuple[str, ...]
     cfg = limits.read_json(path, limits.MAX_SMALL_JSON, "config.json")
     model_type, f, notes = hf_config.architecture(cfg, path)
     total, active = hf_config.estimate_params(cfg, f, path)
+    tower = vision.from_config(cfg, path, vision.rules())
+    f = _with_tower(f, tower)
     folder = path.resolve().parent.name or "model"
     spec = ModelSpec(id=slug(name or folder), name=name or folder, family=family_of(model_type), params_total=total,
                      params_active=active, sources=sources or (str(path),),
@@ -183,7 +198,8 @@ def from_config(path: Path, *, name: str | None = None, sources: tuple[str, ...]
     quant = QuantSpec(id="BF16", format="safetensors", bits_per_weight=16.0,
                       bpw_basis=f"estimate: parameters counted from {path.name} shapes, stored at 16 bits (BF16)",
                       runtimes=ST_RUNTIMES, kernel="f16")
-    return LoadedModel(spec=spec, quant=quant, layout=weights_layout(spec, quant), source="config.json", exact=False)
+    return LoadedModel(spec=spec, quant=quant, layout=weights_layout(spec, quant), source="config.json", exact=False,
+                       vision=tower)
 
 
 def _merge(groups: list[tuple[Tensor, ...]], where: Path) -> tuple[Tensor, ...]:

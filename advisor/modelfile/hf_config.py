@@ -93,9 +93,6 @@ def architecture(cfg: dict[str, Any], where: Path) -> tuple[str, dict[str, Any],
                        "expert of intermediate_size")
     if c.get("altup_num_inputs") is not None:
         assumed.append("Gemma 3n's AltUp and LAuReL blocks are not counted in the parameters (small)")
-    if isinstance(cfg.get("vision_config"), dict) and isinstance(cfg.get("text_config"), dict):
-        notes.append("the vision tower (vision_config) is read only from real weights; from config.json alone "
-                     "it is not counted")
     f["assumptions"] = tuple(assumed)
     return top_type or model_type or "unknown", f, notes
 

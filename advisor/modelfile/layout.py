@@ -7,8 +7,8 @@ counted as routed). Safetensors names (after a `model.`, `model.language_model.`
 `layers.{i}.mlp.experts.*` / `block_sparse_moe.experts.*` (not `shared_experts`). Per-layer
 embeddings (Gemma 3n/4 `per_layer_token_embd`, `embed_tokens_per_layer`) sit with the input
 embedding. Layers past the layer count and `mtp.*` tensors are multi-token-prediction layers, in the
-file but not loaded by default (`unloaded_bytes`). Everything else (final norm, rope tables, a
-vision tower) counts in the total only.
+file but not loaded by default (`unloaded_bytes`). Everything else (final norm, rope tables) counts in
+the total only; a vision tower's tensors are taken out before (advisor.modelfile.vision).
 """
 
 from __future__ import annotations

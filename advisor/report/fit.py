@@ -37,5 +37,9 @@ def fit_doc(ranked: list[Ranked], rig: Rig, runtime: str, show_all: bool = False
     if hidden:
         where = "in system RAM" if cpu else "fully on the GPUs"
         tail = ["", f"{hidden} more model(s) do not fit {where} (--all lists them)."]
+        refused = [r for r in ranked if r not in shown and r.report.refusal]
+        if refused:  # the runtime cannot run them here at all (CMP001): say why once
+            tail.append(f"{len(refused)} of them {runtime} does not run on this rig; the first: "
+                        f"{refused[0].report.refusal}.")
         text, md = text + tail, md + tail
     return Doc(title=f"advisor fit on {rig_words}", text="\n".join(text), markdown="\n".join(md), data=data)

@@ -91,6 +91,8 @@ def check_json(r: Report) -> dict[str, Any]:
         out["command_notes"] = list(r.options.command_notes)
     if r.serving is not None:
         out["serving"] = serving_json(r)
+    if r.vision is not None:
+        out["vision"] = vision_json(r)
     if r.refusal:
         out["refusal"] = r.refusal
     if r.training is not None:
@@ -146,3 +148,13 @@ def serving_json(r: Report) -> dict[str, Any]:
                       "kv_cache_tokens": m.kv_cache_tokens} for m in s.remedies],
         "basis": s.basis,
     }
+
+
+def vision_json(r: Report) -> dict[str, Any]:
+    """`vision`: the vision tower the answer loads (in each holding device's overhead_bytes)."""
+    v = r.vision
+    t = v.tower
+    return {"kind": t.kind, "source": t.source, "file": t.path or None, "params": t.params, "exact": t.exact,
+            "weights_bytes": v.weights_bytes, "compute_bytes": v.compute_bytes,
+            "devices": [f"gpu{i}" for i in v.devices] or ["cpu"], "images_profiled": v.images or None,
+            "basis": v.basis}
