@@ -363,6 +363,11 @@ class RuntimeSpec(Record):
     """It can keep part of the weights in system RAM."""
     vendors: tuple[str, ...] = ("nvidia", "amd", "intel", "apple")
     """GPU vendors it runs on."""
+    backends: tuple[str, ...] = ()
+    """GPU back-ends (a GPU's `backend`: cuda, rocm, metal, vulkan, sycl) it has kernels for; empty: any of
+    its vendors' GPUs."""
+    backends_basis: str = ""
+    """Where `backends` comes from."""
     cpu_only: bool = True
     """It can run with no GPU at all."""
     like: str = ""

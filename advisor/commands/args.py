@@ -155,10 +155,15 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
             ref, quant = stem, quant or q
     elif args.model is None and ref == parsed.get("hf_repo") and "/" in ref:
         from advisor.catalog.resolve import exact
+        from advisor.engine.launch import repo_checkpoint
 
-        stem, q = quant_in_name(ref, list(catalog.quants))  # Qwen/Qwen3-32B-AWQ: the catalog's Qwen/Qwen3-32B
-        if q is not None and exact(catalog.models, ref) is None and exact(catalog.models, stem) is not None:
-            ref, quant = stem, quant or q
+        known = repo_checkpoint(catalog.rules.checkpoints, ref)  # a quantized repo rules/checkpoints.toml lists
+        if known is not None:
+            ref, quant = known.model, quant or known.quant
+        else:
+            stem, q = quant_in_name(ref, list(catalog.quants))  # Qwen/Qwen3-32B-AWQ: the catalog's Qwen/Qwen3-32B
+            if q is not None and exact(catalog.models, ref) is None and exact(catalog.models, stem) is not None:
+                ref, quant = stem, quant or q
     quant = quant or parsed.get("dtype")
     model = resolve_model(catalog, ref)
     spec = getattr(model, "spec", model)

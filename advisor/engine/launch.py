@@ -482,8 +482,37 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
     return replace(base, **changes)
 
 
+def repo_checkpoint(checkpoints, repo: str):
+    """The rules/checkpoints.toml entry of a Hugging Face repo id (any letter case), or None."""
+    if checkpoints is None or "/" not in repo:
+        return None
+    key = repo.strip().lower()
+    return next((c for r, c in checkpoints.repo.items() if r.lower() == key), None)
+
+
+def weights_source(rules: LaunchRules, checkpoints, launcher_id: str, model_id: str,
+                   quant_id: str) -> tuple[str, str | None, str]:
+    """How a launcher that downloads a model by repo gets this model's weights in this quant:
+    (`checkpoint`, the quantized repo, its source) when rules/checkpoints.toml lists one; (`at_load`,
+    None, "") when the program quantizes the 16-bit checkpoint itself (its `quantize_at_load`);
+    (`dense`, None, "") for 16-bit weights; (`missing`, None, "") when a quantized checkpoint must be
+    supplied; ("", None, "") for launchers that take no repo (llama.cpp, Ollama)."""
+    entry = rules.launcher.get(launcher_id)
+    flags = launcher_flags(rules, launcher_id) if entry is not None else {}
+    if entry is None or "hf_repo" not in flags or entry.positional != "hf_repo":
+        return "", None, ""
+    for repo, c in (checkpoints.repo.items() if checkpoints is not None else ()):
+        if c.model == model_id and c.quant == quant_id:
+            return "checkpoint", repo, c.source
+    if "dtype" in flags and quant_id in flags["dtype"].values.values():
+        return "dense", None, ""
+    if quant_id in entry.quantize_at_load:
+        return "at_load", None, ""
+    return "missing", None, ""
+
+
 def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, options, ctx: int,
-               n_layers: int, model_ref: str | None = None) -> Launch | None:
+               n_layers: int, model_ref: str | None = None, checkpoints=None) -> Launch | None:
     """The command that realises this placement with the first launcher rules/launch.toml declares for
     the runtime `rt` (None: it has none yet)."""
     ids = launchers_for(rules, rt.id)
@@ -505,6 +534,10 @@ def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, op
         swa_full=options.swa_full, prompt_tokens=options.prompt_tokens)
     model, quant = placer.model, placer.quant
     values.update(serving_settings(placer, options, ctx, model_ref=model_ref or model_reference(model, quant)))
+    if model_ref is None:  # a catalog model: a quantized answer runs from its quantized checkpoint
+        how, repo, _ = weights_source(rules, checkpoints, ids[0], model.id, quant.id)
+        if how == "checkpoint":
+            values["hf_repo"], values["quantization"] = repo, None  # the program reads the method from it
     values.update(vision_settings(placer.vision, options))
     return render(rules, ids[0], values)
 

@@ -80,7 +80,12 @@ def serve(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, ru
         ttft = pre.total_s + (lt.prefill_s if lt else 0.0)
         # each running request reads its own KV cache, on average half of its context
         kv = [int(d.kv_cache_bytes * running * 0.5) for d in placement.devices]
-        step = spd.decode_step(*args, kv_depth_bytes=kv, streams=running)
+        # under sustained load each finished request is replaced by a new one, whose prompt is computed
+        # (chunked prefill) in the steps the other streams decode: (running - 1) x prompt / output tokens
+        # a step on top of the `running` decode tokens (what makes a large batch compute-bound)
+        output = max(ctx - options.prompt_tokens, 1)
+        prefill = (running - 1) * min(options.prompt_tokens, ctx) / output if runtime.kv_pool == "paged" else 0.0
+        step = spd.decode_step(*args, kv_depth_bytes=kv, streams=running, tokens=running + prefill)
         lt_dec = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, running)
         step_s = step.total_s + (lt_dec.decode_s if lt_dec else 0.0)
         s = replace(s, ttft_s=round(ttft, 3), ttft_all_s=round(ttft * running, 3),
