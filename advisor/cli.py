@@ -178,7 +178,10 @@ def _serving_args(p: argparse.ArgumentParser) -> None:
                    help="no CUDA graphs: their memory goes to the KV pool")
     g.add_argument("--cpu-offload-gb", type=_positive("--cpu-offload-gb", 100_000), metavar="GB",
                    help="GiB of weights per GPU kept in system RAM")
-    g.add_argument("--tensor-parallel-size", "--tp-size", dest="tensor_parallel_size",
+    g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", dest="max_num_batched_tokens",
+                   type=_whole("--max-num-batched-tokens", 1_048_576), metavar="N",
+                   help="tokens per prefill step (vLLM's profile batch; SGLang's chunk, which also sets its default memory fraction)")
+    g.add_argument("--tensor-parallel-size", "--tp-size", "--tp", dest="tensor_parallel_size",
                    type=_whole("--tensor-parallel-size", 4096), metavar="N", help="GPUs per layer")
     g.add_argument("--pipeline-parallel-size", "--pp-size", dest="pipeline_parallel_size",
                    type=_whole("--pipeline-parallel-size", 4096), metavar="N", help="pipeline stages")

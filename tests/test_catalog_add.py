@@ -16,17 +16,17 @@ pytest.importorskip("huggingface_hub")
 
 from hubserver import Hub, Repo, Server  # noqa: E402
 
-# Kimi K2 Thinking's config.json as published (values as in hardware_db/models.toml's kimi-k2 entry,
-# whose notes record the 262,144 context and native INT4 of this release)
-KIMI_THINKING = {
+# Kimi K2 Instruct-0905's config.json as published (values as in hardware_db/models.toml's kimi-k2 entry,
+# whose notes record the 262,144 context of this refresh; the entry lists it in other_releases). Kimi K2
+# Thinking is a built-in of its own (kimi-k2-thinking), so it is no longer the example of another release.
+KIMI_0905 = {
     "architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "hidden_size": 7168, "intermediate_size": 18432,
     "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 64, "num_key_value_heads": 64,
     "n_shared_experts": 1, "n_routed_experts": 384, "num_experts_per_tok": 8, "first_k_dense_replace": 1,
     "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
     "vocab_size": 163840, "max_position_embeddings": 262144, "tie_word_embeddings": False, "topk_method": "noaux_tc",
-    "quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {
-        "group_0": {"targets": ["Linear"], "input_activations": None,
-                    "weights": {"num_bits": 4, "type": "int", "group_size": 32, "strategy": "group"}}}}}
+    "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                            "weight_block_size": [128, 128]}}
 # Qwen3-30B-A3B-Instruct-2507: the catalog's qwen3-30b-a3b shapes with the 2507 release's 262,144 context
 QWEN_2507 = {
     "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144,
@@ -38,7 +38,7 @@ QWEN_2507 = {
 @pytest.fixture
 def env(tmp_path):
     hub = Hub()
-    hub.repos["moonshotai/Kimi-K2-Thinking"] = Repo(files={"config.json": json.dumps(KIMI_THINKING).encode()})
+    hub.repos["moonshotai/Kimi-K2-Instruct-0905"] = Repo(files={"config.json": json.dumps(KIMI_0905).encode()})
     hub.repos["Qwen/Qwen3-30B-A3B-Instruct-2507"] = Repo(files={"config.json": json.dumps(QWEN_2507).encode()})
     with Server(hub) as url:
         yield hub, {"HF_ENDPOINT": url, "ADVISOR_CACHE_DIR": str(tmp_path / "cache"), "HF_HOME": str(tmp_path / "hf"),
@@ -52,18 +52,18 @@ def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
 
 def test_added_model_is_named_like_a_builtin_offline(env) -> None:
     hub, e = env
-    r = _cli(e, "catalog", "add", "moonshotai/Kimi-K2-Thinking")
+    r = _cli(e, "catalog", "add", "moonshotai/Kimi-K2-Instruct-0905")
     assert r.returncode == 0, r.stderr
-    assert "added kimi-k2-thinking" in r.stdout and "262,144 tokens" in r.stdout
+    assert "added kimi-k2-instruct-0905" in r.stdout and "262,144 tokens" in r.stdout
     # the name that used to become Kimi K2 Instruct silently now says how it differs
     assert "different release from the built-in kimi-k2 (Kimi K2 Instruct): max context 262,144 vs 131,072" in r.stderr
     text = (Path(e["ADVISOR_CONFIG_DIR"]) / "models-added.toml").read_text()
-    assert text.startswith("# written by `advisor catalog add`") and 'aliases = ["moonshotai/Kimi-K2-Thinking"]' in text
+    assert text.startswith("# written by `advisor catalog add`") and 'aliases = ["moonshotai/Kimi-K2-Instruct-0905"]' in text
     n = len(hub.log)
-    for name in ("kimi-k2-thinking", "moonshotai/Kimi-K2-Thinking"):
+    for name in ("kimi-k2-instruct-0905", "moonshotai/Kimi-K2-Instruct-0905"):
         r = _cli({**e, "HF_ENDPOINT": "http://127.0.0.1:9"}, "check", name, "--gpu", "rtx-3090", "--json")
         doc = json.loads(r.stdout)
-        assert doc["model"]["id"] == "kimi-k2-thinking" and doc["model"]["params_total"] == 1026408232448
+        assert doc["model"]["id"] == "kimi-k2-instruct-0905" and doc["model"]["params_total"] == 1026408232448
     assert len(hub.log) == n
     assert _cli(e, "catalog", "validate").returncode == 0
 
@@ -81,18 +81,18 @@ def test_release_keeps_its_own_context(env) -> None:
 
 def test_nothing_is_overwritten_silently(env) -> None:
     _, e = env
-    assert _cli(e, "catalog", "add", "moonshotai/Kimi-K2-Thinking").returncode == 0
-    r = _cli(e, "catalog", "add", "moonshotai/Kimi-K2-Thinking")
+    assert _cli(e, "catalog", "add", "moonshotai/Kimi-K2-Instruct-0905").returncode == 0
+    r = _cli(e, "catalog", "add", "moonshotai/Kimi-K2-Instruct-0905")
     assert r.returncode == 2 and "pass --replace" in r.stderr
-    r = _cli(e, "catalog", "add", "moonshotai/Kimi-K2-Thinking", "--replace", "--alias", "Kimi Thinking")
-    assert r.returncode == 0 and "replaced kimi-k2-thinking" in r.stdout
+    r = _cli(e, "catalog", "add", "moonshotai/Kimi-K2-Instruct-0905", "--replace", "--alias", "Kimi 0905")
+    assert r.returncode == 0 and "replaced kimi-k2-instruct-0905" in r.stdout
     r = _cli(e, "catalog", "add", "Qwen/Qwen3-30B-A3B-Instruct-2507", "--id", "qwen3-30b-a3b")
     assert r.returncode == 2 and "is a built-in model" in r.stderr
     r = _cli(e, "catalog", "add", "Qwen/Qwen3-30B-A3B-Instruct-2507", "--alias", "qwen3 32b")
     assert r.returncode == 2 and "already names qwen3-32b" in r.stderr
     own = Path(e["ADVISOR_CONFIG_DIR"]) / "models-added.toml"
     before = own.read_text()
-    assert "Kimi Thinking" in before
+    assert "Kimi 0905" in before
     own.write_text("# my own notes\n" + before)
     r = _cli(e, "catalog", "add", "Qwen/Qwen3-30B-A3B-Instruct-2507")
     assert r.returncode == 2 and "was not written by `advisor catalog add`" in r.stderr
@@ -113,5 +113,5 @@ def test_a_model_the_catalog_would_refuse_is_not_written(env, tmp_path) -> None:
 def test_catalog_add_unreachable_is_one_line(tmp_path) -> None:
     e = {"HF_ENDPOINT": "http://127.0.0.1:9", "ADVISOR_CACHE_DIR": str(tmp_path), "ADVISOR_CONFIG_DIR": str(tmp_path / "cfg"),
          "HF_HOME": str(tmp_path / "hf")}
-    r = _cli(e, "catalog", "add", "moonshotai/Kimi-K2-Thinking")
+    r = _cli(e, "catalog", "add", "moonshotai/Kimi-K2-Instruct-0905")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "can't reach" in r.stderr

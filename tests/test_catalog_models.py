@@ -297,6 +297,14 @@ PUBLISHED = {
     "gemma-4-26b-a4b": (25.2e9, 3.8e9, "vast.ai/model/gemma-4-26b-a4b-it and llmradar.eu: 25.2B total / 3.8B active"),
     "nemotron-3-nano-30b-a3b": (31.6e9, None, "awesomeagents.ai, open-source-ai.tech: 31.6B total (3.2B active without "
                                 "embeddings, ~3.5-3.6B with them, crafiq.ai)"),
+    # Granite 4.0-H's shared expert is twice the routed experts' width (the estimate uses one width).
+    "granite-4.0-h-small": (32.2e9, 9e9, "IBM Granite 4.0-H card: 32B total / 9B active; immers.cloud: 32.2B"),
+    "granite-4.0-h-tiny": (7e9, None, "IBM Granite 4.0-H card: 7B total (1B active leaves out the 154M embedding and "
+                           "the always-on shared experts and Mamba mixers as rounded)"),
+    # Nemotron-H blocks are a mixer or an MLP, never both.
+    "nemotron-h-8b": (8e9, None, "Megatron-Bridge docs (NVIDIA-NeMo/Megatron-Bridge docs/models/llm/nemotronh.md): 8B"),
+    "nemotron-h-47b": (47e9, None, "Megatron-Bridge docs: 47B"),
+    "nemotron-h-56b": (56e9, None, "Megatron-Bridge docs: 56B"),
 }
 
 

@@ -40,6 +40,10 @@ ROUND_TRIPS = [
      "--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"),
     # unquantized, one GPU, the model's whole context (no --max-model-len written)
     ("llama-3.1-8b", "--quant", "BF16", "--gpu", "h100-sxm", "--runtime", "vllm", "--ctx", "131072"),
+    # a listed W4A16 checkpoint (compressed-tensors: no --quantization), a batched-token budget
+    ("llama-3.1-8b", "--quant", "W4A16", "--gpu", "rtx-4090", "--runtime", "vllm", "--max-num-batched-tokens", "4096"),
+    # FP8 made at load from the 16-bit checkpoint (no FP8 repo listed for Qwen3 4B)
+    ("qwen3-4b", "--quant", "fp8", "--gpu", "rtx-4090", "--runtime", "vllm", "--ctx", "16384"),
 ]
 
 
@@ -66,7 +70,7 @@ def test_emitted_vllm_command_round_trips(catalog, argv):
 def test_the_command_names_what_the_answer_depends_on(catalog):
     r = _answer(catalog, "qwen3-32b", "--quant", "awq", "--gpu", "2xrtx-3090", "--runtime", "vllm",
                 "--ctx", "32768", "--kv-cache", "fp8", "--gpu-memory-utilization", "0.95", "--max-num-seqs", "32")
-    assert r.launch.command == ("vllm serve Qwen/Qwen3-32B --quantization awq --tensor-parallel-size 2 "
+    assert r.launch.command == ("vllm serve Qwen/Qwen3-32B-AWQ --tensor-parallel-size 2 "
                                 "--max-model-len 32768 --gpu-memory-utilization 0.95 --kv-cache-dtype fp8 "
                                 "--max-num-seqs 32")
     plain = _answer(catalog, "llama-3.1-8b", "--quant", "BF16", "--gpu", "h100-sxm", "--runtime", "vllm",
@@ -97,3 +101,49 @@ def test_vllm_without_serve_or_with_a_value_it_does_not_model(catalog):
     r = _answer(catalog, "--cmd", "vllm serve Qwen/Qwen3-32B --quantization marlin_x", "--gpu", "h100-sxm")
     assert r.quant.id == "BF16"
     assert any("--quantization marlin_x" in f.message for f in r.findings if f.code == "CMD001")
+
+
+def test_every_listed_checkpoint_is_a_catalog_model_and_quant_with_a_source(catalog):
+    repos = catalog.rules.checkpoints.repo
+    assert len(repos) >= 15
+    for repo, c in repos.items():
+        assert repo.count("/") == 1 and " " not in repo, repo
+        assert c.model in catalog.models and c.quant in catalog.quants, repo
+        assert c.source.startswith(f"https://huggingface.co/{repo}"), repo
+    pairs = [(c.model, c.quant) for c in repos.values()]
+    assert len(pairs) == len(set(pairs))  # one checkpoint per model and quant: the command is not a guess
+
+
+def test_a_quantized_answer_names_its_checkpoint_and_leaves_the_method_to_vllm(catalog):
+    r = _answer(catalog, "llama-3.1-70b", "--quant", "awq", "--gpu", "2xrtx-3090", "--runtime", "vllm", "--ctx", "4096")
+    assert r.launch.command.startswith("vllm serve hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4 ")
+    assert "--quantization" not in r.launch.command  # -q awq would force the non-Marlin AWQ kernel
+    said = [f for f in r.findings if f.code == "LCH001"]
+    assert len(said) == 1 and said[0].severity == "info" and "huggingface.co/hugging-quants" in said[0].message
+    back = _answer(catalog, "--cmd", r.launch.command, "--gpu", "2xrtx-3090")
+    assert (back.model.id, back.quant.id) == ("llama-3.1-70b", "awq")
+
+
+def test_fp8_without_a_checkpoint_is_made_at_load_and_awq_without_one_must_be_supplied(catalog):
+    fp8 = _answer(catalog, "qwen3-4b", "--quant", "fp8", "--gpu", "rtx-4090", "--runtime", "vllm")
+    assert fp8.launch.command.startswith("vllm serve Qwen/Qwen3-4B --quantization fp8")
+    assert [f.severity for f in fp8.findings if f.code == "LCH001"] == ["info"]
+    awq = _answer(catalog, "qwen3-4b", "--quant", "awq", "--gpu", "rtx-4090", "--runtime", "vllm")
+    said = [f for f in awq.findings if f.code == "LCH001"]
+    assert len(said) == 1 and said[0].severity == "warning" and "Qwen/Qwen3-4B" in said[0].message
+    dense = _answer(catalog, "qwen3-4b", "--quant", "BF16", "--gpu", "rtx-4090", "--runtime", "vllm")
+    assert not [f for f in dense.findings if f.code == "LCH001"]
+    llama = _answer(catalog, "qwen3-4b", "--quant", "Q4_K_M", "--gpu", "rtx-4090")
+    assert not [f for f in llama.findings if f.code == "LCH001"]  # llama.cpp runs the GGUF file it names
+
+
+def test_max_num_batched_tokens_is_an_option_and_reads_back(catalog):
+    r = _answer(catalog, "qwen3-8b", "--gpu", "rtx-4090", "--runtime", "vllm", "--max-num-batched-tokens", "512",
+                "--ctx", "8192")
+    small = r.placement.devices[0].overhead_bytes
+    big = _answer(catalog, "qwen3-8b", "--gpu", "rtx-4090", "--runtime", "vllm", "--max-num-batched-tokens", "8192",
+                  "--ctx", "8192").placement.devices[0].overhead_bytes
+    assert small < big  # the profile batch is the activation peak
+    assert "--max-num-batched-tokens 512" in r.launch.command
+    back = _answer(catalog, "--cmd", r.launch.command, "--gpu", "rtx-4090")
+    assert back.options.max_num_batched_tokens == 512

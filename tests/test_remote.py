@@ -290,10 +290,19 @@ def test_cli_catalog_names_never_touch_the_network(hub) -> None:
 
 
 def test_cli_other_release_is_read_as_itself(hub) -> None:
-    """A release the catalog only lists as related (Kimi K2 Thinking) is never answered as another."""
-    r = _cli("check", "moonshotai/Kimi-K2-Thinking", "--gpu", "rtx-3090")
+    """A release the catalog only lists as related (Kimi K2 Instruct-0905) is never answered as another."""
+    r = _cli("check", "moonshotai/Kimi-K2-Instruct-0905", "--gpu", "rtx-3090")
     assert r.returncode == 2
     assert "different release from the catalog's kimi-k2" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_cli_kimi_k2_thinking_is_its_own_builtin(hub) -> None:
+    """Kimi K2 Thinking is a catalog entry of its own (native INT4, 262,144 context), answered offline."""
+    r = _cli("check", "moonshotai/Kimi-K2-Thinking", "--gpu", "rtx-3090", "--json")
+    assert r.returncode in (0, 1), r.stderr
+    model = json.loads(r.stdout)["model"]
+    assert model["id"] == "kimi-k2-thinking" and model["source"] == "catalog"
+    assert hub.log == []
 
 
 @pytest.mark.parametrize("ref", ["org/Tiny", "hf:org/Tiny", "org/Tiny-GGUF:UD-Q4_K_XL",

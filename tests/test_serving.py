@@ -110,6 +110,14 @@ def test_vllm_refuses_pascal_with_the_rule_and_the_alternative(catalog):
     assert not any(f.code in ("FIT002", "QNT001") for f in r.findings)
 
 
+def test_vllm_refuses_a_gpu_without_its_back_ends(catalog):
+    """A Radeon 780M is AMD but driven through Vulkan: vLLM has CUDA and ROCm back-ends only, so it is
+    refused with the back-end named, and vLLM is not offered on it; an RX 7900 XTX (ROCm) still runs."""
+    r = _check(catalog, "qwen3-8b", ["radeon-780m-32gb"])
+    assert not r.runs and "vulkan" in r.refusal and "vllm" not in r.refusal.split("--runtime", 1)[1]
+    assert _check(catalog, "qwen3-8b", ["rx-7900-xtx"]).runs
+
+
 def test_quant_kernels_below_their_minimum_are_never_chosen(catalog):
     """V100 is 7.0: vLLM's AWQ kernels need 7.5, so the ladder skips awq; asked for, it is refused."""
     r = _check(catalog, "llama-3.1-8b", ["v100-sxm2-32gb"])

@@ -453,6 +453,9 @@ class Launcher(Record):
     """The settings written, in this order (empty: the `like` launcher's)."""
     flags: dict[str, LaunchFlag] = field(default_factory=dict)
     """Setting name -> how it is spelt."""
+    quantize_at_load: tuple[str, ...] = ()
+    """Quant ids the program makes from the 16-bit checkpoint as it loads it (vLLM `--quantization fp8`);
+    any other quantization is read from a quantized checkpoint (rules/checkpoints.toml)."""
     notes: str = ""
 
 
@@ -524,6 +527,24 @@ class VisionRules(Record):
 
 
 @record
+class QuantizedRepo(Record):
+    __pydantic_config__ = _STRICT
+    model: str
+    """The catalog model (hardware_db/models.toml id) the checkpoint holds."""
+    quant: str
+    """Its quantization (rules/quants.toml id)."""
+    source: str
+    """Where it is published."""
+
+
+@record
+class CheckpointRules(Record):
+    __pydantic_config__ = _STRICT
+    repo: dict[str, QuantizedRepo] = field(default_factory=dict)
+    """Quantized checkpoints by Hugging Face repo id (rules/checkpoints.toml)."""
+
+
+@record
 class Rulebook(Record):
     """Every table of the rulebook, by file."""
 
@@ -537,6 +558,7 @@ class Rulebook(Record):
     vision: VisionRules
     speed_bands: SpeedBands = field(default_factory=SpeedBands)
     launch: LaunchRules = field(default_factory=LaunchRules)
+    checkpoints: CheckpointRules = field(default_factory=CheckpointRules)
 
 
 def build_rulebook(data: dict[str, Any]) -> Rulebook:

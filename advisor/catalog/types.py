@@ -363,6 +363,11 @@ class RuntimeSpec(Record):
     """It can keep part of the weights in system RAM."""
     vendors: tuple[str, ...] = ("nvidia", "amd", "intel", "apple")
     """GPU vendors it runs on."""
+    backends: tuple[str, ...] = ()
+    """GPU back-ends (a GPU's `backend`: cuda, rocm, metal, vulkan, sycl) it has kernels for; empty: any of
+    its vendors' GPUs."""
+    backends_basis: str = ""
+    """Where `backends` comes from."""
     cpu_only: bool = True
     """It can run with no GPU at all."""
     like: str = ""
@@ -441,7 +446,37 @@ class RuntimeSpec(Record):
     """Where `remedy_memory_fraction` comes from."""
     option_names: dict[str, str] = field(default_factory=dict)
     """Its own command-line names for the serving options (`memory_fraction`, `max_model_len`,
-    `kv_cache_dtype`, `eager`, `tensor_parallel`, `pipeline_parallel`, `max_num_seqs`, `cpu_offload_gb`)."""
+    `kv_cache_dtype`, `eager`, `tensor_parallel`, `pipeline_parallel`, `max_num_seqs`, `cpu_offload_gb`;
+    `kv_cache_dtype_fp8`: the whole option for an fp8 cache where the value is not spelt `fp8`)."""
+    fraction_of_free: bool = False
+    """The memory fraction applies to what is free once the process holds its CUDA context and NCCL
+    buffers, and only weights and KV cache live inside it: activations, CUDA graphs and request tables
+    come out of the rest (SGLang's mem_fraction_static). False: the fraction is of the whole card and
+    everything the runtime allocates comes out of it (vLLM's gpu_memory_utilization)."""
+    starts_without_room: bool = False
+    """A paged runtime that starts even when one request of the full context does not fit its pool, and
+    then refuses longer requests (SGLang); False: it refuses to start (vLLM)."""
+    context_mib_nvlink: float = 0.0
+    """For a `fraction_of_free` runtime: extra per-GPU memory its distributed start takes when the GPUs
+    share NVLink (NCCL and all-reduce buffers), taken off before the fraction, MiB."""
+    load_extra_mib: float = 0.0
+    """Per-GPU memory loading the weights takes beyond the weight tensors, inside the fraction, MiB."""
+    load_extra_basis: str = ""
+    """Where `load_extra_mib` (and a `fraction_of_free` runtime's `context_mib`) come from."""
+    fraction_rule: dict[str, float] = field(default_factory=dict)
+    """How the default memory fraction follows from the card when the user gives none (SGLang
+    server_args._handle_gpu_memory_settings): reserved MiB = `base_mib` + `prefill_token_mib` x
+    max(chunked prefill, `min_prefill_tokens`) + `graph_batch_mib` x CUDA-graph batch size (none when
+    eager) + `rank_mib` x tensor x pipeline size, at least `floor_mib` on cards over `floor_above_mib`;
+    fraction = (card MiB - reserved) / card MiB, rounded to `round_digits`. Empty: `gpu_memory_utilization`."""
+    fraction_buckets: tuple[tuple[float, ...], ...] = ()
+    """For `fraction_rule`: (card memory below this many MiB, 0 for no bound; default chunked prefill
+    tokens; CUDA-graph batch size below `large_tp` GPUs per layer; at or above it), the first that matches."""
+    requests_rule: tuple[int, ...] = ()
+    """Default cap on requests at once from the pool (SGLang): (per-context factor, least, most): the cap
+    is min(pool // 2, clamp(pool / context x factor, least, most)). Empty: `max_num_seqs`."""
+    basis_urls: dict[str, str] = field(default_factory=dict)
+    """Source (file and commit, or URL) of each constant above, by field name."""
     min_compute_capability: float = 0.0
     """Lowest NVIDIA compute capability it runs on (0: no minimum)."""
     max_gpus: int = 0

@@ -21,6 +21,7 @@ def options_from(args: argparse.Namespace):
 
                    memory_fraction=getattr(args, "gpu_memory_utilization", None),
                    max_num_seqs=getattr(args, "max_num_seqs", None),
+                   max_num_batched_tokens=getattr(args, "max_num_batched_tokens", None),
                    enforce_eager=getattr(args, "enforce_eager", False),
                    cpu_offload_gb=getattr(args, "cpu_offload_gb", None) or 0.0,
                    tensor_parallel=getattr(args, "tensor_parallel_size", None),
@@ -154,10 +155,15 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
             ref, quant = stem, quant or q
     elif args.model is None and ref == parsed.get("hf_repo") and "/" in ref:
         from advisor.catalog.resolve import exact
+        from advisor.engine.launch import repo_checkpoint
 
-        stem, q = quant_in_name(ref, list(catalog.quants))  # Qwen/Qwen3-32B-AWQ: the catalog's Qwen/Qwen3-32B
-        if q is not None and exact(catalog.models, ref) is None and exact(catalog.models, stem) is not None:
-            ref, quant = stem, quant or q
+        known = repo_checkpoint(catalog.rules.checkpoints, ref)  # a quantized repo rules/checkpoints.toml lists
+        if known is not None:
+            ref, quant = known.model, quant or known.quant
+        else:
+            stem, q = quant_in_name(ref, list(catalog.quants))  # Qwen/Qwen3-32B-AWQ: the catalog's Qwen/Qwen3-32B
+            if q is not None and exact(catalog.models, ref) is None and exact(catalog.models, stem) is not None:
+                ref, quant = stem, quant or q
     quant = quant or parsed.get("dtype")
     model = resolve_model(catalog, ref)
     spec = getattr(model, "spec", model)

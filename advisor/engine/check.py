@@ -94,7 +94,7 @@ def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
                              (options.tensor_parallel, "tensor_parallel", "a tensor-parallel size"),
                              (options.pipeline_parallel, "pipeline_parallel", "a pipeline-parallel size")):
         if given is not None and key not in names:
-            raise AdvisorError(f"{runtime.name} has no {what} option",
+            raise AdvisorError(f"{runtime.name} has no option for {what}",
                                f"runtimes that have one: {', '.join(r.id for r in catalog.runtimes.values() if key in r.option_names)}")
     if options.memory_fraction is not None and not 0.05 <= options.memory_fraction <= 1.0:
         raise AdvisorError(f"memory fraction {options.memory_fraction:g} is out of range", "use 0.05 to 1.0")
@@ -258,7 +258,8 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
     report = replace(report, launch=launch_for(rules.launch, runtime, model_file=model_file,
                                                  placement=placement, placer=placer, options=options, ctx=ctx,
                                                  n_layers=model.layers,
-                                                 model_ref=model_file if loaded is not None else None))
+                                                 model_ref=model_file if loaded is not None else None,
+                                                 checkpoints=rules.checkpoints))
     if options.workload != "inference":
         from advisor.engine.training import estimate_training, training_verdict
 

@@ -16,9 +16,18 @@ def _lowest_cc(rig: Rig) -> tuple[float, str] | None:
     return min(known) if known else None
 
 
+def _missing_backends(runtime: RuntimeSpec, rig: Rig) -> list[str]:
+    """The rig's GPU back-ends the runtime has no kernels for (rules/runtimes.toml `backends`)."""
+    if not runtime.backends:
+        return []
+    return sorted({g.spec.backend for g in rig.gpus if g.spec.backend} - set(runtime.backends))
+
+
 def runtime_runs_here(runtime: RuntimeSpec, rig: Rig) -> bool:
     low = _lowest_cc(rig)
     if runtime.max_gpus and len(rig.gpus) > runtime.max_gpus:
+        return False
+    if _missing_backends(runtime, rig):
         return False
     return not (low and runtime.min_compute_capability and low[0] < runtime.min_compute_capability)
 
@@ -63,6 +72,10 @@ def refusal(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec, 
         return (f"{runtime.name} does not implement {model.name} ({gap}); "
                 f"runtimes that do: {', '.join(_others(catalog, runtime, rig, model))}")
     low = _lowest_cc(rig)
+    missing = _missing_backends(runtime, rig)
+    if missing:
+        return (f"{runtime.name} has no {', '.join(missing)} back-end (it runs on {', '.join(runtime.backends)}: "
+                f"{runtime.backends_basis}); on this GPU use --runtime {' or '.join(_others(catalog, runtime, rig, model))}")
     backends = {g.spec.backend for g in rig.gpus if g.spec.backend}
     if quant is not None and quant.id in runtime.quant_backends and backends - set(runtime.quant_backends[quant.id]):
         lacking = sorted(backends - set(runtime.quant_backends[quant.id]))

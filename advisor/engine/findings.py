@@ -179,6 +179,10 @@ def srv002_what_makes_it_start(r: Report, c: Catalog) -> Iterator[Said]:
             parts.append(f"{m.option} (up to {ktok(m.max_context_tokens)})")
         else:
             parts.append(f"{m.option} (not enough)")
+    if r.runtime.starts_without_room:  # it starts, then refuses any request longer than its pool
+        yield ("error", f"{r.runtime.name} would start but refuse one {s.request_tokens:,}-token request: it does not "
+                        f"fit in the KV pool; what would make it fit: " + "; ".join(parts) + ".")
+        return
     yield ("error", f"{r.runtime.name} does not start: one {s.request_tokens:,}-token request does not fit in "
                     f"the KV pool; what would make it start: " + "; ".join(parts) + ".")
 
@@ -487,6 +491,31 @@ def arc003_not_loaded(r: Report, c: Catalog) -> Iterator[Said]:
     if m.vision_params and r.vision is None and r.options.mm_limit != 0:
         yield ("info", f"its vision tower ({m.vision_params / 1e9:.2f}B parameters) is not counted here: "
                        f"reading images adds it (for llama.cpp, the mmproj file passed with --mmproj).")
+
+
+@rule("LCH001")
+def lch001_quantized_checkpoint(r: Report, c: Catalog) -> Iterator[Said]:
+    """A server that downloads the model by repo (`vllm serve REPO`) runs a quantized answer only from a
+    checkpoint in that quantization: name the one the command uses and its source, say when the program
+    quantizes the 16-bit checkpoint itself, or that a quantized checkpoint must be supplied."""
+    from advisor.engine.launch import model_reference, weights_source
+
+    if r.launch is None or r.model_source != "catalog" or not r.placement.runs:
+        return
+    how, repo, source = weights_source(c.rules.launch, c.rules.checkpoints, r.launch.launcher, r.model.id, r.quant.id)
+    base = model_reference(r.model, r.quant)
+    q = r.quant.id
+    if how == "checkpoint":
+        yield ("info", f"the command names {repo}, {r.model.name} quantized with {q} ({source}); the runtime "
+                       f"reads the method from the checkpoint's config and picks its kernels, so no "
+                       f"--quantization is written.")
+    elif how == "at_load":
+        yield ("info", f"no {q} checkpoint of {r.model.name} is listed: the command gives the 16-bit {base} and "
+                       f"the runtime quantizes it to {q} as it loads (the full 16-bit files are downloaded).")
+    elif how == "missing":
+        yield ("warning", f"{q} weights run only from a checkpoint quantized with {q}, and none of "
+                          f"{r.model.name} is listed (rules/checkpoints.toml): the command as written downloads the "
+                          f"16-bit {base}; replace it with such a checkpoint of this model.")
 
 
 @rule("VIS001")

@@ -136,7 +136,7 @@ def render(rules: LaunchRules, launcher_id: str, values: dict[str, str | None]) 
     flags = launcher_flags(rules, launcher_id)
     if entry.style == "modelfile":
         return _render_modelfile(entry, launcher_id, flags, values)
-    words = [entry.program] + ([entry.subcommand] if entry.subcommand else [])
+    words = entry.program.split() + ([entry.subcommand] if entry.subcommand else [])
     order = _emit_order(rules, launcher_id)
     for name in order:
         if name == "n_cpu_moe" and values.get("cpu_moe") is not None:
@@ -201,9 +201,12 @@ def parse_command(rules: LaunchRules, text: str, runtime: str | None = None) -> 
     if not words:
         raise AdvisorError("--cmd is empty", "give the command line, e.g. --cmd \"llama-server -m x.gguf -c 8192\"")
     program = words[0].rsplit("/", 1)[-1].removesuffix(".exe")
-    if program == "python" or program.startswith("python3"):
-        program = " ".join(words[:3]) if len(words) > 2 and words[1] == "-m" else program
-    sub = words[1] if len(words) > 1 else ""
+    n_program = 1
+    if program == "python" or program.startswith("python3"):  # whichever python; `python -m MODULE` names the module
+        program = "python"
+        if len(words) > 2 and words[1] == "-m":
+            program, n_program = f"python -m {words[2]}", 3
+    sub = words[n_program] if len(words) > n_program else ""
     candidates = [lid for lid, e in rules.launcher.items() if e.program == program and e.style == "argv"
                   and e.subcommand in ("", sub)]
     if not candidates:
@@ -213,7 +216,8 @@ def parse_command(rules: LaunchRules, text: str, runtime: str | None = None) -> 
     if runtime:
         preferred = [lid for lid in candidates if rules.launcher[lid].runtime == runtime]
         candidates = preferred or candidates
-    parses = [_parse_words(rules, lid, words[2 if rules.launcher[lid].subcommand else 1:]) for lid in candidates]
+    parses = [_parse_words(rules, lid, words[n_program + (1 if rules.launcher[lid].subcommand else 0):])
+              for lid in candidates]
     unknown_counts = [sum(1 for n in p.notes if n.startswith("unknown")) for p in parses]
     return parses[unknown_counts.index(min(unknown_counts))]
 
@@ -478,8 +482,37 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
     return replace(base, **changes)
 
 
+def repo_checkpoint(checkpoints, repo: str):
+    """The rules/checkpoints.toml entry of a Hugging Face repo id (any letter case), or None."""
+    if checkpoints is None or "/" not in repo:
+        return None
+    key = repo.strip().lower()
+    return next((c for r, c in checkpoints.repo.items() if r.lower() == key), None)
+
+
+def weights_source(rules: LaunchRules, checkpoints, launcher_id: str, model_id: str,
+                   quant_id: str) -> tuple[str, str | None, str]:
+    """How a launcher that downloads a model by repo gets this model's weights in this quant:
+    (`checkpoint`, the quantized repo, its source) when rules/checkpoints.toml lists one; (`at_load`,
+    None, "") when the program quantizes the 16-bit checkpoint itself (its `quantize_at_load`);
+    (`dense`, None, "") for 16-bit weights; (`missing`, None, "") when a quantized checkpoint must be
+    supplied; ("", None, "") for launchers that take no repo (llama.cpp, Ollama)."""
+    entry = rules.launcher.get(launcher_id)
+    flags = launcher_flags(rules, launcher_id) if entry is not None else {}
+    if entry is None or "hf_repo" not in flags or entry.positional != "hf_repo":
+        return "", None, ""
+    for repo, c in (checkpoints.repo.items() if checkpoints is not None else ()):
+        if c.model == model_id and c.quant == quant_id:
+            return "checkpoint", repo, c.source
+    if "dtype" in flags and quant_id in flags["dtype"].values.values():
+        return "dense", None, ""
+    if quant_id in entry.quantize_at_load:
+        return "at_load", None, ""
+    return "missing", None, ""
+
+
 def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, options, ctx: int,
-               n_layers: int, model_ref: str | None = None) -> Launch | None:
+               n_layers: int, model_ref: str | None = None, checkpoints=None) -> Launch | None:
     """The command that realises this placement with the first launcher rules/launch.toml declares for
     the runtime `rt` (None: it has none yet)."""
     ids = launchers_for(rules, rt.id)
@@ -501,6 +534,10 @@ def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, op
         swa_full=options.swa_full, prompt_tokens=options.prompt_tokens)
     model, quant = placer.model, placer.quant
     values.update(serving_settings(placer, options, ctx, model_ref=model_ref or model_reference(model, quant)))
+    if model_ref is None:  # a catalog model: a quantized answer runs from its quantized checkpoint
+        how, repo, _ = weights_source(rules, checkpoints, ids[0], model.id, quant.id)
+        if how == "checkpoint":
+            values["hf_repo"], values["quantization"] = repo, None  # the program reads the method from it
     values.update(vision_settings(placer.vision, options))
     return render(rules, ids[0], values)
 

@@ -18,6 +18,7 @@ from advisor.record import Record, record
 from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import GIB, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
+from advisor.engine.fraction import memory_fraction
 from advisor.engine.options import Options
 from advisor.engine.rig import Rig, gpu_backend
 
@@ -117,8 +118,15 @@ def _layer_devices(n_layer: int, n_gpu_layers: int, capacities: tuple[int, ...])
     return tuple(out)
 
 
+def rig_capacities(rig: Rig) -> list[int]:
+    """Each GPU's memory as the runtime reads it (the card's total, or what was free when detected)."""
+    return [g.capacity_bytes for g in rig.gpus]
+
+
 def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: Rulebook, fraction: float | None = None) -> list[int]:
-    """Per GPU: the memory the runtime may use (`fraction` replaces the runtime's own reservation)."""
+    """Per GPU: the memory the runtime may use (`fraction` replaces the runtime's own reservation). A
+    runtime whose fraction is of the memory free at start (`fraction_of_free`) takes its CUDA context
+    off the card before the fraction."""
     caps = []
     reserved = int(float(rules.memory.discrete_gpu.nvidia_reserved_mib) * mem.MIB)
     for g in rig.gpus:
@@ -133,6 +141,11 @@ def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: Rulebook, fraction: f
                 reserve = uni.os_reserve_gib.get(g.spec.id, rules.memory.host.os_reserve_gib)
                 cap = max(cap - int(reserve * GIB), 0)
         share = fraction or runtime.gpu_memory_utilization
+        if runtime.fraction_of_free and not g.spec.unified_memory:
+            cap -= mem.context_bytes(runtime)
+            if rig.nvlink and len(rig.gpus) > 1:
+                cap -= int(runtime.context_mib_nvlink * mem.MIB)
+            cap = max(cap, 0)
         if share:
             cap = int(cap * share)
         caps.append(cap)
@@ -164,7 +177,7 @@ class Placer:
         self.model, self.quant, self.runtime, self.rig = model, quant, runtime, rig
         self.options, self.rules = options, rules
         self.layout = layout or mem.weights_layout(model, quant)
-        self.caps = usable_capacity(rig, runtime, rules, options.memory_fraction)
+        self.caps = usable_capacity(rig, runtime, rules, memory_fraction(runtime, options, rig_capacities(rig)))
         self.paged = runtime.kv_pool == "paged"
         ts = options.tensor_split
         if ts is not None and len(ts) != len(self.caps):
@@ -220,6 +233,10 @@ class Placer:
     def _overhead(self, ctx: int, holds_output: bool, heads: int | None = None, gpu: int = 0) -> int:
         """Runtime context (discrete GPUs only) plus the compute buffer on one GPU."""
         span, streams, seqs_per_stream = self._streams(ctx)
+        if self.runtime.fraction_of_free and self.rig.gpus:
+            # only weights and KV cache live in its fraction; activations, CUDA graphs and request tables
+            # come out of the rest of the card (and the context was taken off before the fraction)
+            return int(self.runtime.load_extra_mib * mem.MIB)
         unified = bool(self.rig.gpus) and self.rig.gpus[gpu].spec.unified_memory
         context = 0 if unified or not self.rig.gpus else mem.context_bytes(self.runtime)
         rt = self.runtime

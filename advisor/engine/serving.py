@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import ModelSpec, QuantSpec, RuntimeSpec
+from advisor.engine import fraction
 from advisor.engine import speed as spd
 from advisor.engine.interconnect import link_times
 from advisor.engine.options import Options
@@ -40,8 +41,21 @@ def pool(placement: Placement, runtime: RuntimeSpec, ctx: int) -> tuple[int, int
     return tokens or 0, sum(s.pool_bytes for s in shares), tuple(shares)
 
 
-def memory_fraction(runtime: RuntimeSpec, options: Options) -> float:
-    return options.memory_fraction or runtime.gpu_memory_utilization
+def memory_fraction(runtime: RuntimeSpec, options: Options, rig: Rig | None = None) -> float:
+    """The user's fraction, else the runtime's default for these GPUs (advisor/engine/fraction.py)."""
+    return fraction.memory_fraction(runtime, options, [g.capacity_bytes for g in rig.gpus] if rig else None)
+
+
+def _basis(runtime: RuntimeSpec, share: float, ctx: int) -> str:
+    pages = (f"one pool of {runtime.kv_block_tokens}-token pages" if runtime.kv_block_tokens > 1
+             else "one pool of token slots")
+    if runtime.fraction_of_free:
+        head = (f"{share:g} of what each GPU has free at start, less weights, is {pages} (activations and CUDA "
+                f"graphs come out of the rest)")
+    else:
+        head = (f"{share:g} of each GPU, less weights, the activation peak of one profile batch and CUDA graphs, "
+                f"is {pages}")
+    return f"{head}; the GPU with the fewest pages decides; a request of {ctx:,} tokens is the unit of concurrency"
 
 
 def serve(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
@@ -50,15 +64,15 @@ def serve(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, ru
     conc = tokens / max(ctx, 1) if placement.runs else 0.0
     used = [d for d in placement.devices if d.total_bytes > 0]
     spare = min((d.free_bytes for d in used), default=0)
+    if runtime.requests_rule and not options.max_num_seqs and placement.runs:
+        max_num_seqs = fraction.default_max_requests(runtime, tokens, ctx)  # its own cap, from the pool
     cap = max_num_seqs or options.concurrency
     running = min(options.concurrency, cap, int(conc)) if conc >= 1 else 0
     s = Serving(kv_cache_tokens=tokens if placement.runs else 0, kv_cache_bytes=total if placement.runs else 0,
                 request_tokens=ctx, max_concurrency=round(conc, 2), requested=options.concurrency,
                 running=running, queued=options.concurrency - running, max_num_seqs=cap,
-                memory_fraction=memory_fraction(runtime, options), devices=shares, spare_bytes=spare,
-                basis=(f"{memory_fraction(runtime, options):g} of each GPU, less weights, the activation peak of one "
-                       f"profile batch and CUDA graphs, is one pool of {runtime.kv_block_tokens}-token pages; the GPU "
-                       f"with the fewest pages decides; a request of {ctx:,} tokens is the unit of concurrency"))
+                memory_fraction=memory_fraction(runtime, options, rig), devices=shares, spare_bytes=spare,
+                basis=_basis(runtime, memory_fraction(runtime, options, rig), ctx))
     if running and rig.speed_known:
         args = (placement, rig, model, quant, runtime, rules)
         pre = spd.prefill_time(*args, options.prompt_tokens)
@@ -66,7 +80,12 @@ def serve(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, ru
         ttft = pre.total_s + (lt.prefill_s if lt else 0.0)
         # each running request reads its own KV cache, on average half of its context
         kv = [int(d.kv_cache_bytes * running * 0.5) for d in placement.devices]
-        step = spd.decode_step(*args, kv_depth_bytes=kv, streams=running)
+        # under sustained load each finished request is replaced by a new one, whose prompt is computed
+        # (chunked prefill) in the steps the other streams decode: (running - 1) x prompt / output tokens
+        # a step on top of the `running` decode tokens (what makes a large batch compute-bound)
+        output = max(ctx - options.prompt_tokens, 1)
+        prefill = (running - 1) * min(options.prompt_tokens, ctx) / output if runtime.kv_pool == "paged" else 0.0
+        step = spd.decode_step(*args, kv_depth_bytes=kv, streams=running, tokens=running + prefill)
         lt_dec = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, running)
         step_s = step.total_s + (lt_dec.decode_s if lt_dec else 0.0)
         s = replace(s, ttft_s=round(ttft, 3), ttft_all_s=round(ttft * running, 3),
@@ -84,8 +103,9 @@ def remedies(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec,
     names = runtime.option_names
     tries: list[tuple[str, Options]] = []
     if "fp8" in runtime.kv_types and options.kv_type != "fp8" and "kv_cache_dtype" in names:
-        tries.append((f"{names['kv_cache_dtype']} fp8", replace(options, kv_type="fp8")))
-    if runtime.remedy_memory_fraction > memory_fraction(runtime, options) and "memory_fraction" in names:
+        fp8 = names.get("kv_cache_dtype_fp8") or f"{names['kv_cache_dtype']} fp8"  # as the runtime spells it
+        tries.append((fp8, replace(options, kv_type="fp8")))
+    if runtime.remedy_memory_fraction > memory_fraction(runtime, options, rig) and "memory_fraction" in names:
         tries.append((f"{names['memory_fraction']} {runtime.remedy_memory_fraction:g}",
                       replace(options, memory_fraction=runtime.remedy_memory_fraction)))
     if runtime.cuda_graph_mib and not options.enforce_eager and "eager" in names:

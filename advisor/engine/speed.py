@@ -107,18 +107,21 @@ def _active_device_bytes(placement: Placement, layout: mem.WeightsLayout, model:
 
 def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
                 rules: Rulebook, kv_depth_bytes: list[int] | None = None, streams: int = 1,
-                host_kv_bytes: int = 0) -> StepTimes:
+                host_kv_bytes: int = 0, tokens: float | None = None) -> StepTimes:
     """Seconds for one decode step of `streams` sequences.
 
     `kv_depth_bytes` is the KV cache each GPU reads in the step (all streams together), `host_kv_bytes`
     what the CPU reads for the layers it runs. The weights
     are read once for all streams, so a batch is memory-bound until the FLOPs of `streams` tokens
-    outgrow the memory time; then it is compute-bound.
+    outgrow the memory time; then it is compute-bound. `tokens` is what the step computes when it
+    carries more than one token per stream (a paged server's chunked prefill of the requests that
+    replace finished ones rides in the same step); it defaults to `streams`.
     """
     layout = placement.layout or mem.weights_layout(model, quant)
     s = rules.speed.decode
     kv = kv_depth_bytes or [0] * len(placement.devices)
-    reads = _active_device_bytes(placement, layout, model, streams)
+    computed = max(tokens if tokens is not None else streams, streams)
+    reads = _active_device_bytes(placement, layout, model, max(int(round(computed)), 1))
     gpu_times = []
     for i, d in enumerate(placement.devices):
         if d.total_bytes == 0:
@@ -126,7 +129,7 @@ def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSp
         g = rig.gpus[i].spec
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
         mem_t = (reads[i] + kv[i]) / bw
-        flops = 2 * reads[i] / max(quant.bits_per_weight / 8, 1e-9) * streams
+        flops = 2 * reads[i] / max(quant.bits_per_weight / 8, 1e-9) * computed
         cmp_t = flops / (g.fp16_tflops * 1e12 * prefill_efficiency(g, quant, rules))
         gpu_times.append(max(mem_t, cmp_t))
     if placement.strategy == "tensor_parallel":
