@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.test_launch import _answer
-from tests.test_launch_vllm import _passed
+from tests.test_launch_vllm import assert_serving_round_trip
 
 ROUND_TRIPS = [
     # one GPU, the default fraction, a context shorter than the model's
@@ -28,22 +28,7 @@ ROUND_TRIPS = [
 
 @pytest.mark.parametrize("argv", ROUND_TRIPS, ids=[" ".join(a) for a in ROUND_TRIPS])
 def test_emitted_sglang_command_round_trips(catalog, argv):
-    first = _answer(catalog, *argv)
-    assert first.launch is not None and first.launch.command.startswith("python -m sglang.launch_server ")
-    assert first.launch.launcher == "sglang" and first.runtime.id == "sglang"
-    again = _answer(catalog, "--cmd", first.launch.command, *_passed(argv))
-    assert again.runtime.id == "sglang"
-    assert again.quant.id == first.quant.id and again.context_tokens == first.context_tokens
-    assert again.options.kv_type == first.options.kv_type
-    a, b = first.placement, again.placement
-    assert (a.strategy, a.runs, a.gpu_layers) == (b.strategy, b.runs, b.gpu_layers)
-    assert [(d.weights_bytes, d.kv_cache_bytes, d.overhead_bytes, d.capacity_bytes) for d in a.devices] == \
-        [(d.weights_bytes, d.kv_cache_bytes, d.overhead_bytes, d.capacity_bytes) for d in b.devices]
-    s, t = first.serving, again.serving
-    assert s is not None and t is not None
-    assert (s.kv_cache_tokens, s.max_concurrency, s.running, s.queued, s.max_num_seqs, s.memory_fraction) == \
-        (t.kv_cache_tokens, t.max_concurrency, t.running, t.queued, t.max_num_seqs, t.memory_fraction)
-    assert again.launch is not None and again.launch.command == first.launch.command
+    assert_serving_round_trip(catalog, argv, "python -m sglang.launch_server ", "sglang", "sglang")
 
 
 def test_the_command_uses_sglangs_names(catalog):

@@ -47,24 +47,30 @@ ROUND_TRIPS = [
 ]
 
 
-@pytest.mark.parametrize("argv", ROUND_TRIPS, ids=[" ".join(a) for a in ROUND_TRIPS])
-def test_emitted_vllm_command_round_trips(catalog, argv):
+def assert_serving_round_trip(catalog, argv, prefix: str, launcher: str, runtime: str) -> None:
+    """The emitted command, fed back through --cmd, gives the same placement, serving answer and command
+    (shared by the paged runtimes' launchers: vLLM here, SGLang in test_launch_sglang)."""
     first = _answer(catalog, *argv)
-    assert first.launch is not None and first.launch.command.startswith("vllm serve ")
-    assert first.launch.launcher == "vllm-serve" and first.runtime.id == "vllm"
+    assert first.launch is not None and first.launch.command.startswith(prefix)
+    assert first.launch.launcher == launcher and first.runtime.id == runtime
     again = _answer(catalog, "--cmd", first.launch.command, *_passed(argv))
-    assert again.runtime.id == "vllm"
+    assert again.runtime.id == runtime
     assert again.quant.id == first.quant.id and again.context_tokens == first.context_tokens
     assert again.options.kv_type == first.options.kv_type
     a, b = first.placement, again.placement
     assert (a.strategy, a.runs, a.gpu_layers) == (b.strategy, b.runs, b.gpu_layers)
-    assert [(d.weights_bytes, d.kv_cache_bytes, d.overhead_bytes) for d in a.devices] == \
-        [(d.weights_bytes, d.kv_cache_bytes, d.overhead_bytes) for d in b.devices]
+    assert [(d.weights_bytes, d.kv_cache_bytes, d.overhead_bytes, d.capacity_bytes) for d in a.devices] == \
+        [(d.weights_bytes, d.kv_cache_bytes, d.overhead_bytes, d.capacity_bytes) for d in b.devices]
     s, t = first.serving, again.serving
     assert s is not None and t is not None
     assert (s.kv_cache_tokens, s.max_concurrency, s.running, s.queued, s.max_num_seqs, s.memory_fraction) == \
         (t.kv_cache_tokens, t.max_concurrency, t.running, t.queued, t.max_num_seqs, t.memory_fraction)
     assert again.launch is not None and again.launch.command == first.launch.command
+
+
+@pytest.mark.parametrize("argv", ROUND_TRIPS, ids=[" ".join(a) for a in ROUND_TRIPS])
+def test_emitted_vllm_command_round_trips(catalog, argv):
+    assert_serving_round_trip(catalog, argv, "vllm serve ", "vllm-serve", "vllm")
 
 
 def test_the_command_names_what_the_answer_depends_on(catalog):
