@@ -42,3 +42,26 @@ def test_the_equals_form_is_named_too(run_cli):
 def test_a_command_without_a_model_names_its_own_model_flag(run_cli, cmd, says, not_says):
     line = _one_line_exit_2(run_cli("check", "--cmd", cmd, "--gpu", "2xh100-sxm"))
     assert f"--cmd names no model ({says})" in line and not_says not in line
+
+
+# --- --concurrency on a paged runtime: how many run at once, and that the rest queue -------------------------
+
+def test_concurrency_says_how_many_run_at_once_and_that_the_rest_queue(run_cli):
+    import json
+
+    args = ("check", "qwen2.5-32b", "--quant", "awq", "--gpu", "2xrtx-3090", "--runtime", "vllm", "--split", "tensor",
+            "--prompt-tokens", "16384", "--ctx", "32768", "--concurrency", "8")
+    serving = json.loads(run_cli(*args, "--json").stdout)["serving"]
+    running, queued = serving["running"], serving["queued"]
+    assert serving["requested"] == 8 and 1 <= running < 8 and running + queued == 8
+    text = run_cli(*args).stdout
+    said = f"8 streams requested: {running} at once, {queued} queue"
+    context = next(line for line in text.splitlines() if line.strip().startswith("context "))
+    decode = next(line for line in text.splitlines() if line.strip().startswith("decode, 8"))
+    assert context.rstrip().endswith(said) and said in decode
+    assert not any(line.split("  ")[0].strip() == "decode, 8 streams" for line in text.splitlines())  # not "all 8"
+
+
+def test_concurrency_that_all_fits_still_says_n_streams(run_cli):
+    text = run_cli("check", "llama-3.1-8b", "--gpu", "h100-sxm", "--runtime", "vllm", "--concurrency", "8").stdout
+    assert "8 streams" in text and "queue" not in text.split("Serving")[0]
