@@ -65,3 +65,56 @@ def test_concurrency_says_how_many_run_at_once_and_that_the_rest_queue(run_cli):
 def test_concurrency_that_all_fits_still_says_n_streams(run_cli):
     text = run_cli("check", "llama-3.1-8b", "--gpu", "h100-sxm", "--runtime", "vllm", "--concurrency", "8").stdout
     assert "8 streams" in text and "queue" not in text.split("Serving")[0]
+
+
+# --- "try instead" names only runtimes that would run -----------------------------------------------------
+
+ALT_RIGS = ["radeon-780m-32gb", "mi50-32gb", "mi60", "mi300x", "rx-7900-xtx", "tesla-p40", "rtx-3090", "h100-sxm",
+            "arc-b580", "m4-max-128gb"]
+ALT_MODELS = ["llama-3.1-8b", "llama-4-scout", "deepseek-v3", "kimi-k2", "glm-4.5-air", "gpt-oss-20b",
+              "qwen3-next-80b-a3b", "granite-4.0-h-small", "gemma-3-1b", "gemma-3n-e4b", "qwen3-30b-a3b"]
+
+
+def _alternatives(why: str) -> list[str]:
+    import re
+
+    m = re.search(r"(?:use --runtime |runtimes that do: |other runtimes: )([^;()]*)$", why)
+    assert m, why  # every refusal ends by naming what runs instead
+    return [a for a in re.split(r" or |, ", m.group(1).strip()) if a]
+
+
+@pytest.mark.parametrize("gpu", ALT_RIGS)
+def test_refusal_alternatives_would_run(catalog, gpu):
+    from advisor.engine.compat import refusal
+    from advisor.probe.flags import rig_from_flags
+
+    rig = rig_from_flags(catalog, [gpu])
+    vendors = {g.spec.vendor for g in rig.gpus}
+    named = 0
+    for model_id in ALT_MODELS:
+        model = catalog.models[model_id]
+        for runtime in catalog.runtimes.values():
+            if not vendors <= set(runtime.vendors):
+                continue  # a vendor it lacks is bad input (exit 2), not a refusal
+            why = refusal(catalog, runtime, rig, model, None)
+            if not why:
+                continue
+            for alt in _alternatives(why):
+                named += 1
+                other = catalog.runtimes[alt]
+                assert vendors <= set(other.vendors), (runtime.id, model_id, alt)
+                assert not refusal(catalog, other, rig, model, None), (runtime.id, model_id, why, alt,
+                                                                       refusal(catalog, other, rig, model, None))
+    assert named or gpu in ("arc-b580", "m4-max-128gb")  # where nothing is refused there is nothing to name
+
+
+def test_a_vulkan_igpu_is_offered_no_pytorch_runtime(catalog):
+    from advisor.engine.compat import refusal
+    from advisor.probe.flags import rig_from_flags
+
+    rig = rig_from_flags(catalog, ["radeon-780m-32gb"])
+    model = catalog.models["llama-3.1-8b"]
+    why = refusal(catalog, catalog.runtimes["vllm"], rig, model, None)
+    assert _alternatives(why) == ["llama.cpp", "ollama"]
+    for pytorch in ("transformers", "exllamav2"):
+        assert "no vulkan back-end" in refusal(catalog, catalog.runtimes[pytorch], rig, model, None)
