@@ -100,6 +100,10 @@ class GpuSpec(Record):
     """NVIDIA CUDA compute capability (major.minor, e.g. 8.6); None for other vendors or when unknown."""
     backend: str = ""
     """The GPU programming interface runtimes use on it: `cuda`, `rocm`, `metal`, `sycl` or `vulkan`."""
+    gfx_target: str = ""
+    """AMD GPUs: the LLVM target its kernels are compiled for (`gfx906`, `gfx942`, `gfx1100`), as ROCm's GPU
+    specifications list it; a runtime's `gfx_targets` say which it has kernels for. Empty: not an AMD GPU, or
+    unknown."""
     price: Price | None = None
     """A representative price."""
     sold_in: tuple[int, ...] = ()
@@ -368,6 +372,11 @@ class RuntimeSpec(Record):
     its vendors' GPUs."""
     backends_basis: str = ""
     """Where `backends` comes from."""
+    gfx_targets: tuple[str, ...] = ()
+    """AMD GPUs: the LLVM targets (a GPU's `gfx_target`) its kernels are built for; an AMD GPU with another target
+    is refused. Empty: any AMD GPU its vendors and back-ends allow."""
+    gfx_targets_basis: str = ""
+    """Where `gfx_targets` comes from."""
     cpu_only: bool = True
     """It can run with no GPU at all."""
     like: str = ""
