@@ -189,3 +189,64 @@ def test_gfx_targets_are_data_not_a_runtime_name(_isolated_user_dir):
     assert not refusal(catalog, catalog.runtimes["vllm-any"], mi50, model, None)
     assert not refusal(catalog, catalog.runtimes["vllm-906"], mi50, model, None)
     assert "(gfx942)" in refusal(catalog, catalog.runtimes["vllm-906"], mi300, model, None)
+
+
+# --- ExLlamaV2: the architectures it implements, as data ------------------------------------------------------
+
+@pytest.mark.parametrize("model,cls", [("llama-4-scout", "Llama4ForConditionalGeneration"),
+                                       ("deepseek-v3", "DeepseekV3ForCausalLM"),
+                                       ("kimi-k2", "DeepseekV3ForCausalLM"),
+                                       ("qwen3-next-80b-a3b", "Qwen3NextForCausalLM"),
+                                       ("granite-4.0-h-small", "GraniteMoeHybridForCausalLM"),
+                                       ("nemotron-h-8b", "NemotronHForCausalLM"),
+                                       ("gemma-3-1b", "Gemma3ForCausalLM")])
+def test_exllamav2_refuses_what_it_does_not_implement(run_cli, model, cls):
+    import json
+
+    r = run_cli("check", model, "--gpu", "8xh100-sxm", "--runtime", "exllamav2", "--json")
+    assert r.returncode == 1, r.stderr
+    why = json.loads(r.stdout)["refusal"]
+    assert why.startswith("ExLlamaV2 / TabbyAPI does not implement") and cls in why and "architecture.py" in why
+    assert "exllamav2" not in _alternatives(why)
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen3-30b-a3b", "gemma-3-27b", "mixtral-8x7b", "phi-4",
+                                   "deepseek-r1-distill-qwen-7b", "qwen2.5-vl-7b"])
+def test_exllamav2_still_runs_what_it_implements(catalog, model):
+    from advisor.engine.compat import implements
+
+    assert implements(catalog.runtimes["exllamav2"], catalog.models[model])
+
+
+def test_exllamav2_reasons_name_a_class_it_lacks(catalog):
+    import re
+
+    rt = catalog.runtimes["exllamav2"]
+    assert "LlamaForCausalLM" in rt.architectures and "architecture.py" in rt.architectures_basis
+    assert rt.min_compute_capability == 6.0 and "cudaarch" in rt.hardware_basis
+    for pattern, why in rt.unsupported_models.items():
+        named = re.findall(r"\b\w+For(?:CausalLM|ConditionalGeneration)\b", why.split("(it has")[0])
+        assert named and not set(named) & set(rt.architectures), (pattern, why)
+        assert any(m for m in catalog.models if __import__("fnmatch").fnmatchcase(m, pattern)), pattern
+
+
+@pytest.mark.parametrize("cls,runtime,refused", [("SeedOssForCausalLM", "exllamav2", True),
+                                                 ("LlamaForCausalLM", "exllamav2", False),
+                                                 ("Llama4ForConditionalGeneration", "exllamav3", True),
+                                                 ("SeedOssForCausalLM", "exllamav3", False),
+                                                 ("SeedOssForCausalLM", "vllm", False)])
+def test_a_config_json_model_is_held_to_the_runtime_architectures(catalog, tmp_path, cls, runtime, refused):
+    import json
+
+    from advisor.engine.compat import refusal
+    from advisor.modelfile import read_model
+    from advisor.probe.flags import rig_from_flags
+
+    cfg = {"model_type": "llama", "architectures": [cls], "hidden_size": 64, "intermediate_size": 128,
+           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+           "vocab_size": 96, "max_position_embeddings": 8192}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    spec = read_model(str(tmp_path / "config.json")).spec
+    assert spec.architecture == cls
+    why = refusal(catalog, catalog.runtimes[runtime], rig_from_flags(catalog, ["rtx-4090"]), spec, None)
+    assert bool(why) is refused and (not refused or f"{cls} is not among the architectures it implements" in why)

@@ -236,6 +236,10 @@ class ModelSpec(Record):
     runtimes that serve images load it (a GGUF's separate mmproj file)."""
     assumptions: tuple[str, ...] = ()
     """What the reader of a model file had to assume because the file did not say (reported as a finding)."""
+    architecture: str = ""
+    """The checkpoint's config.json `architectures` class (`Llama4ForConditionalGeneration`) when the model was
+    read from one; a runtime that lists the classes it implements (`architectures`) refuses any other. Empty:
+    not known (catalog entries name what a runtime lacks in its `unsupported_models`)."""
     native_quant: str = ""
     """The format the weights are published in when it is not 16-bit and files keep it (gpt-oss:
     MXFP4 experts in every GGUF); the advisor then starts its quantization choice there."""
@@ -502,6 +506,11 @@ class RuntimeSpec(Record):
     """Model families it does not implement (e.g. ExLlamaV2 has no gpt-oss)."""
     families_basis: str = ""
     """Where `unsupported_families` comes from."""
+    architectures: tuple[str, ...] = ()
+    """The config.json `architectures` classes it implements; a model read from a config.json whose class is not
+    among them is refused (empty: not declared)."""
+    architectures_basis: str = ""
+    """Where `architectures` comes from."""
     unsupported_models: dict[str, str] = field(default_factory=dict)
     """Models it does not implement within families it otherwise runs: a shell pattern over the model's id
     (`llama-4-*`) -> why, with its source (an architecture it lacks, or a config its code refuses)."""

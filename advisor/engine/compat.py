@@ -48,10 +48,14 @@ def quant_runs_here(runtime: RuntimeSpec, quant: QuantSpec, rig: Rig) -> bool:
 
 
 def _model_gap(runtime: RuntimeSpec, model: ModelSpec) -> str:
-    """Why the runtime lacks code for this model (rules/runtimes.toml `unsupported_models`, patterns over
-    the model's id), or "" when it has it."""
-    return next((why for pattern, why in runtime.unsupported_models.items()
-                 if fnmatchcase(model.id.lower(), pattern)), "")
+    """Why the runtime lacks code for this model (rules/runtimes.toml `unsupported_models`, patterns over the
+    model's id; or, for a model read from a config.json, its class missing from the runtime's `architectures`),
+    or "" when it has it."""
+    why = next((why for pattern, why in runtime.unsupported_models.items()
+                if fnmatchcase(model.id.lower(), pattern)), "")
+    if not why and runtime.architectures and model.architecture and model.architecture not in runtime.architectures:
+        why = f"{model.architecture} is not among the architectures it implements ({runtime.architectures_basis})"
+    return why
 
 
 def implements(runtime: RuntimeSpec, model: ModelSpec) -> bool:
