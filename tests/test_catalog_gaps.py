@@ -19,7 +19,7 @@ NEW_MODELS = ["granite-4.0-h-small", "granite-4.0-h-tiny", "granite-4.0-h-micro"
               "nemotron-h-56b", "gemma-3n-e2b", "gemma-3n-e4b", "glm-4.7", "qwen2.5-vl-7b", "qwen2.5-vl-72b",
               "kimi-k2-thinking"]
 
-NEW_GPUS = ["mi50-32gb", "m5-32gb", "radeon-780m-32gb"]
+NEW_GPUS = ["mi50-32gb", "m5-32gb", "radeon-780m-32gb", "a10g"]
 
 CAT = load_catalog(False)
 
@@ -98,3 +98,14 @@ def test_gpu_capacities_as_the_driver_reports_them() -> None:
         assert CAT.gpus[gid].unified_memory and CAT.gpus[gid].vram_gib == 32
     # dual-channel DDR5-5600: 2 x 8 bytes x 5600 MT/s
     assert CAT.gpus["radeon-780m-32gb"].memory_bandwidth_gb_s == 2 * 8 * 5600 / 1000
+
+
+def test_a10g_is_the_aws_variant_of_the_a10() -> None:
+    g, a10 = CAT.gpus["a10g"], CAT.gpus["a10"]
+    # nvidia-smi -q -x of an A10G (shared/data/nvidia_smi/telegraf_a10g_drv515.xml): 23028 MiB, 300 W
+    assert g.vram_gib * 1024 == 23028 and g.power_w == 300
+    # the same 384-bit GDDR6 at 12.5 Gbps as the A10 (Baseten: 600 GB/s for both)
+    assert abs(g.memory_bandwidth_gb_s - a10.memory_bandwidth_gb_s) < 1
+    # 80 SMs x 512 dense FP16 FLOP/clk/SM x 1.71 GHz: half the A10's per-SM tensor rate
+    assert abs(g.fp16_tflops - 80 * 512 * 1.71e9 / 1e12) < 0.1
+    assert abs(a10.fp16_tflops - 72 * 1024 * 1.695e9 / 1e12) < 0.1

@@ -278,6 +278,7 @@ def test_detection_names_from_real_nvidia_smi_captures_resolve():
         "NVIDIA RTX 4000 SFF Ada Generation": "rtx-4000-sff-ada",
         "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition": "rtx-pro-6000-maxq",
         "NVIDIA L4": "l4",
+        "NVIDIA A10G": "a10g",
         "NVIDIA A100-SXM4-40GB": "a100-sxm4-40gb",
         "NVIDIA A100-SXM4-80GB": "a100-sxm4-80gb",
         "NVIDIA H100 80GB HBM3": "h100-sxm",
@@ -329,6 +330,7 @@ def test_csv_mapping_names_existing_rows_and_ids():
 # compared for these; the captures are, when present.
 DRIVER_REPORTED_MIB = {
     "t4": ("telegraf_tesla_t4_drv515.xml", 15360), "l4": ("q_l4_drv550_thamada.txt", 23034),
+    "a10g": ("telegraf_a10g_drv515.xml", 23028),
     "a40": ("q_10x_a40_drv550_thamada.txt", 46068), "l40s": (None, 46068),
     "h100-sxm": ("q_8x_h100_sxm_hbm3_drv565_thamada.txt", 81559), "h800": ("q_h800_i0_of_8_llmaction.txt", 81559),
     "h100-nvl": ("q_2x_h100_nvl_drv550_thamada.txt", 95830),

@@ -100,6 +100,10 @@ class GpuSpec(Record):
     """NVIDIA CUDA compute capability (major.minor, e.g. 8.6); None for other vendors or when unknown."""
     backend: str = ""
     """The GPU programming interface runtimes use on it: `cuda`, `rocm`, `metal`, `sycl` or `vulkan`."""
+    gfx_target: str = ""
+    """AMD GPUs: the LLVM target its kernels are compiled for (`gfx906`, `gfx942`, `gfx1100`), as ROCm's GPU
+    specifications list it; a runtime's `gfx_targets` say which it has kernels for. Empty: not an AMD GPU, or
+    unknown."""
     price: Price | None = None
     """A representative price."""
     sold_in: tuple[int, ...] = ()
@@ -232,6 +236,10 @@ class ModelSpec(Record):
     runtimes that serve images load it (a GGUF's separate mmproj file)."""
     assumptions: tuple[str, ...] = ()
     """What the reader of a model file had to assume because the file did not say (reported as a finding)."""
+    architecture: str = ""
+    """The checkpoint's config.json `architectures` class (`Llama4ForConditionalGeneration`) when the model was
+    read from one; a runtime that lists the classes it implements (`architectures`) refuses any other. Empty:
+    not known (catalog entries name what a runtime lacks in its `unsupported_models`)."""
     native_quant: str = ""
     """The format the weights are published in when it is not 16-bit and files keep it (gpt-oss:
     MXFP4 experts in every GGUF); the advisor then starts its quantization choice there."""
@@ -368,6 +376,11 @@ class RuntimeSpec(Record):
     its vendors' GPUs."""
     backends_basis: str = ""
     """Where `backends` comes from."""
+    gfx_targets: tuple[str, ...] = ()
+    """AMD GPUs: the LLVM targets (a GPU's `gfx_target`) its kernels are built for; an AMD GPU with another target
+    is refused. Empty: any AMD GPU its vendors and back-ends allow."""
+    gfx_targets_basis: str = ""
+    """Where `gfx_targets` comes from."""
     cpu_only: bool = True
     """It can run with no GPU at all."""
     like: str = ""
@@ -499,6 +512,11 @@ class RuntimeSpec(Record):
     """Model families it does not implement (e.g. ExLlamaV2 has no gpt-oss)."""
     families_basis: str = ""
     """Where `unsupported_families` comes from."""
+    architectures: tuple[str, ...] = ()
+    """The config.json `architectures` classes it implements; a model read from a config.json whose class is not
+    among them is refused (empty: not declared)."""
+    architectures_basis: str = ""
+    """Where `architectures` comes from."""
     unsupported_models: dict[str, str] = field(default_factory=dict)
     """Models it does not implement within families it otherwise runs: a shell pattern over the model's id
     (`llama-4-*`) -> why, with its source (an architecture it lacks, or a config its code refuses)."""

@@ -259,7 +259,8 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
                                                  placement=placement, placer=placer, options=options, ctx=ctx,
                                                  n_layers=model.layers,
                                                  model_ref=model_file if loaded is not None else None,
-                                                 checkpoints=rules.checkpoints))
+                                                 checkpoints=rules.checkpoints,
+                                                 hf_gguf=(loaded.hf_repo, loaded.hf_file) if loaded is not None else None))
     if options.workload != "inference":
         from advisor.engine.training import estimate_training, training_verdict
 

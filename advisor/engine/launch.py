@@ -78,6 +78,21 @@ def launcher_flags(rules: LaunchRules, launcher_id: str) -> dict[str, LaunchFlag
     return flags
 
 
+_MODEL_SETTINGS = (("model", "FILE"), ("hf_repo", "REPO"), ("model_folder", "FOLDER"))
+"""The settings that name a model, and what each takes."""
+
+
+def model_flags(rules: LaunchRules, launcher_id: str) -> str:
+    """How this launcher's command line names its model, in its own spelling: `-m FILE or -hf REPO`
+    (llama-server), `vllm serve REPO or --model REPO`, `--model-path REPO` (SGLang)."""
+    entry, flags = rules.launcher[launcher_id], launcher_flags(rules, launcher_id)
+    ways = [f"{flags[s].names[0]} {what}" for s, what in _MODEL_SETTINGS if s in flags and flags[s].names]
+    if entry.positional:
+        what = dict(_MODEL_SETTINGS).get(entry.positional, "MODEL")
+        ways.insert(0, " ".join(w for w in (entry.program, entry.subcommand, what) if w))
+    return " or ".join(ways)
+
+
 def _emit_order(rules: LaunchRules, launcher_id: str) -> tuple[str, ...]:
     lid = launcher_id
     seen: set[str] = set()
@@ -512,9 +527,11 @@ def weights_source(rules: LaunchRules, checkpoints, launcher_id: str, model_id: 
 
 
 def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, options, ctx: int,
-               n_layers: int, model_ref: str | None = None, checkpoints=None) -> Launch | None:
+               n_layers: int, model_ref: str | None = None, checkpoints=None,
+               hf_gguf: tuple[str, str] | None = None) -> Launch | None:
     """The command that realises this placement with the first launcher rules/launch.toml declares for
-    the runtime `rt` (None: it has none yet)."""
+    the runtime `rt` (None: it has none yet). `hf_gguf`: (`ORG/NAME[:TAG]`, file or "") of a GGUF read
+    from the Hub, which a launcher that runs a model file is given by repo (`-hf`) when it can be."""
     ids = launchers_for(rules, rt.id)
     if not ids or not placement.runs:
         return None
@@ -539,16 +556,27 @@ def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, op
         if how == "checkpoint":
             values["hf_repo"], values["quantization"] = repo, None  # the program reads the method from it
     values.update(vision_settings(placer.vision, options))
+    if "model" in _emit_order(rules, ids[0]):  # a program that runs a file: given a repo only for a Hub GGUF
+        flags = launcher_flags(rules, ids[0])
+        by_repo = bool(hf_gguf and hf_gguf[0]) and "hf_repo" in _emit_order(rules, ids[0]) and \
+            (not hf_gguf[1] or "hf_file" in flags)
+        values["hf_repo"] = hf_gguf[0] if by_repo else None
+        values["hf_file"] = hf_gguf[1] or None if by_repo else None
+        if by_repo:
+            values["model"] = None
+            # -hf fetches the repo's mmproj too: an answer for text only says --no-mmproj
+            values["no_mmproj"] = "" if options.mm_limit == 0 else None
     return render(rules, ids[0], values)
 
 
 def vision_settings(vision, options) -> dict[str, str | None]:
     """The vision tower's settings: the mmproj file the answer loads (and where), the image limit given."""
-    mmproj = vision.tower.path if vision is not None and vision.tower.source == "mmproj" else None
+    loads = vision is not None and vision.tower.source == "mmproj"
+    mmproj = (vision.tower.path or None) if loads else None  # "": the program fetches it with the model (-hf)
     limit = options.mm_limit
     return {
         "mmproj": mmproj,
-        "no_mmproj_offload": "" if mmproj and not options.mmproj_offload else None,
+        "no_mmproj_offload": "" if loads and not options.mmproj_offload else None,
         "limit_mm": '{"image":%d}' % limit if limit is not None else None,
     }
 
