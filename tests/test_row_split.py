@@ -241,3 +241,21 @@ def test_today_s_builds_without_row_split_are_named(catalog):
     assert row["SPL001"].severity == "warning" and "cuda" in row["SPL001"].message
     assert "SPL001" not in codes(split="layer")
     assert "SPL001" not in codes(split="tensor", runtime="ik_llama.cpp")
+
+
+def test_long_prompt_attention_is_not_divided(catalog):
+    """Prefill: the split matrices' products run on all GPUs at once, but attention (quadratic in the prompt)
+    runs on each layer's own GPU in turn, so its share, f(T) - 2 f(T/2), is what one GPU pays."""
+    from advisor.engine import speed as spd
+
+    m, q, rt = catalog.models["qwen3-14b"], catalog.quants["Q4_0"], catalog.runtimes["llama.cpp"]
+
+    def quadratic(gpus, split, t):
+        rig = rig_from_flags(catalog, gpus, ram=256)
+        p = evaluate(catalog, rig, m, Options(quant="Q4_0", split=split, ctx=40960)).placement
+        f = lambda n: spd.prefill_time(p, rig, m, q, rt, catalog.rules, n).total_s  # noqa: E731
+        return f(t) - 2 * f(t // 2)
+
+    one = quadratic(["rtx-3090"], "layer", 32768)
+    row = quadratic(["2xrtx-3090"], "tensor", 32768)
+    assert row >= 0.9 * one
