@@ -70,6 +70,21 @@ def _positive(what: str, hi: float):
     return lambda text: parse_float(text, what, 0.0, hi, lo_open=True)
 
 
+class _AsTyped(argparse.Action):
+    """Stores the value `check(text, flag)` returns, `flag` being the spelling the user typed: an option with
+    aliases (`--gpu-memory-utilization` / `--mem-fraction-static`) names in its error the one given."""
+
+    check = staticmethod(lambda text, flag: text)
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+        setattr(namespace, self.dest, self.check(values, option_string or self.option_strings[0]))
+
+
+def _as_typed(make) -> type[argparse.Action]:
+    """An argparse action whose check is `make(flag)` (one of the type factories above) for the flag as typed."""
+    return type("_AsTyped", (_AsTyped,), {"check": staticmethod(lambda text, flag: make(flag)(text))})
+
+
 def _output_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("output")
     g.add_argument("--format", choices=("text", "json", "markdown"), default=None, help="output format (default text)")
@@ -103,7 +118,8 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True, optional: bool =
     g = p.add_argument_group("model options")
     g.add_argument("--quant", metavar="Q", help="quantization id, e.g. Q4_K_M, Q8_0, F16, fp8, awq, exl2-4.65 "
                                                   "(default: the best quality that fits, said so)")
-    g.add_argument("--ctx", "--max-model-len", "--context-length", dest="ctx", type=_whole("--ctx", 100_000_000), metavar="N",
+    g.add_argument("--ctx", "--max-model-len", "--context-length", dest="ctx",
+                   action=_as_typed(lambda flag: _whole(flag, 100_000_000)), metavar="N",
                    help=f"context tokens to allocate KV cache for (default {DEFAULT_CTX}, capped at the model's max)")
     g.add_argument("--prompt-tokens", type=_whole("--prompt-tokens", 100_000_000), default=DEFAULT_PROMPT_TOKENS,
                    metavar="N",
@@ -170,21 +186,21 @@ def _serving_args(p: argparse.ArgumentParser) -> None:
     """Paged-KV runtimes' own options (vLLM's names; SGLang's equivalents), for check and the app."""
     g = p.add_argument_group("serving options (vLLM / SGLang)")
     g.add_argument("--gpu-memory-utilization", "--mem-fraction-static", dest="gpu_memory_utilization",
-                   type=_positive("--gpu-memory-utilization", 1.0), metavar="F",
+                   action=_as_typed(lambda flag: _positive(flag, 1.0)), metavar="F",
                    help="fraction of each GPU the runtime reserves (vLLM default 0.9)")
     g.add_argument("--max-num-seqs", "--max-running-requests", dest="max_num_seqs",
-                   type=_whole("--max-num-seqs", 65_536), metavar="N", help="most requests decoded at once")
+                   action=_as_typed(lambda flag: _whole(flag, 65_536)), metavar="N", help="most requests decoded at once")
     g.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager", action="store_true",
                    help="no CUDA graphs: their memory goes to the KV pool")
     g.add_argument("--cpu-offload-gb", type=_positive("--cpu-offload-gb", 100_000), metavar="GB",
                    help="GiB of weights per GPU kept in system RAM")
     g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", dest="max_num_batched_tokens",
-                   type=_whole("--max-num-batched-tokens", 1_048_576), metavar="N",
+                   action=_as_typed(lambda flag: _whole(flag, 1_048_576)), metavar="N",
                    help="tokens per prefill step (vLLM's profile batch; SGLang's chunk, which also sets its default memory fraction)")
     g.add_argument("--tensor-parallel-size", "--tp-size", "--tp", dest="tensor_parallel_size",
-                   type=_whole("--tensor-parallel-size", 4096), metavar="N", help="GPUs per layer")
+                   action=_as_typed(lambda flag: _whole(flag, 4096)), metavar="N", help="GPUs per layer")
     g.add_argument("--pipeline-parallel-size", "--pp-size", dest="pipeline_parallel_size",
-                   type=_whole("--pipeline-parallel-size", 4096), metavar="N", help="pipeline stages")
+                   action=_as_typed(lambda flag: _whole(flag, 4096)), metavar="N", help="pipeline stages")
 
 
 def build_parser(only: str | None = None) -> Parser:

@@ -140,14 +140,17 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
     model and its quant) or -hf; every setting the command states, the rest from the other options."""
     import os
 
-    from advisor.engine.launch import options_from_command, parse_command, quant_in_name
+    from advisor.engine.launch import model_flags, options_from_command, parse_command, quant_in_name
     from advisor.errors import AdvisorError
 
     explicit_runtime = args.runtime.lower() if args.runtime.lower() != "llama.cpp" else None
     parsed = parse_command(catalog.rules.launch, args.cmd, runtime=explicit_runtime)
     ref = args.model or parsed.get("model") or parsed.get("hf_repo") or parsed.get("model_folder")
     if not ref:
-        raise AdvisorError("--cmd names no model (-m FILE or -hf REPO)", "add -m to the command or name MODEL")
+        ways = model_flags(catalog.rules.launch, parsed.launcher)
+        flag = next((w.split()[0] for w in ways.split(" or ") if w.startswith("-")), "")
+        raise AdvisorError(f"--cmd names no model ({ways or 'it has no model setting'})",
+                           f"add {flag} to the command or name MODEL" if flag else "name MODEL")
     quant = args.quant or parsed.get("quantization")
     if args.model is None and parsed.get("model") and not os.path.exists(os.path.expanduser(ref)):
         stem, q = quant_in_name(ref, list(catalog.quants))

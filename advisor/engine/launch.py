@@ -78,6 +78,21 @@ def launcher_flags(rules: LaunchRules, launcher_id: str) -> dict[str, LaunchFlag
     return flags
 
 
+_MODEL_SETTINGS = (("model", "FILE"), ("hf_repo", "REPO"), ("model_folder", "FOLDER"))
+"""The settings that name a model, and what each takes."""
+
+
+def model_flags(rules: LaunchRules, launcher_id: str) -> str:
+    """How this launcher's command line names its model, in its own spelling: `-m FILE or -hf REPO`
+    (llama-server), `vllm serve REPO or --model REPO`, `--model-path REPO` (SGLang)."""
+    entry, flags = rules.launcher[launcher_id], launcher_flags(rules, launcher_id)
+    ways = [f"{flags[s].names[0]} {what}" for s, what in _MODEL_SETTINGS if s in flags and flags[s].names]
+    if entry.positional:
+        what = dict(_MODEL_SETTINGS).get(entry.positional, "MODEL")
+        ways.insert(0, " ".join(w for w in (entry.program, entry.subcommand, what) if w))
+    return " or ".join(ways)
+
+
 def _emit_order(rules: LaunchRules, launcher_id: str) -> tuple[str, ...]:
     lid = launcher_id
     seen: set[str] = set()

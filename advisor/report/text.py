@@ -106,7 +106,7 @@ def document(r: Report) -> list[Section]:
         ("model from", r.model_source),
         ("runtime / split", f"{r.runtime.name} / {r.split}"),
         ("context", f"{r.context_tokens:,} tokens, {r.options.kv_type} KV"
-                    + (f", {r.options.concurrency} streams" if r.options.concurrency > 1 else "")),
+                    + (f", {_streams(r)}" if _streams(r) else "")),
         max_context_words(r, "largest context that fits", " tokens"),
     )))
     rows = []
@@ -123,7 +123,7 @@ def document(r: Report) -> list[Section]:
                   (f"decode at {r.context_tokens:,} context", rate(s.decode_at_ctx_tokens_per_s)),
                   (f"prefill ({r.options.prompt_tokens} tokens)", rate(s.prefill_tokens_per_s))]
     if s.aggregate_decode_tokens_per_s:
-        speed_rows.append((f"decode, {r.options.concurrency} streams",
+        speed_rows.append((f"decode, {_streams(r)}",
                            f"{rate(s.aggregate_decode_tokens_per_s)} total, {rate(s.per_stream_decode_tokens_per_s)} each"))
     secs.append(Section("Speed", tuple(speed_rows), lines=(s.basis + ".", s.error_band.text + ".") if s.decode_tokens_per_s else ()))
     if r.serving is not None and r.serving.starts:
@@ -179,6 +179,18 @@ def run_it_lines(r: Report) -> tuple[str, ...]:
     if lc.modelfile:
         return ("Modelfile:", *(f"  {line}" for line in lc.modelfile.splitlines()), lc.command)
     return (lc.command,)
+
+
+def _streams(r: Report) -> str:
+    """`--concurrency N` as it runs: N streams, or, on a paged runtime whose pool holds fewer requests of the
+    context at once, how many run together and how many wait (the engine's serving.running / queued)."""
+    n = r.options.concurrency
+    if n <= 1:
+        return ""
+    v = r.serving
+    if v is not None and v.starts and v.queued > 0:
+        return f"{n} streams requested: {v.running} at once, {v.queued} queue"
+    return f"{n} streams"
 
 
 def use_color(stream=None) -> bool:
