@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("huggingface_hub")
@@ -32,6 +33,30 @@ BIG = Tiny(layers=4, hidden=1024, ffn=4096, vocab=4000)
 """65 MB of tensor data behind a header of a few KB: reading more than the header shows."""
 
 
+def make_mmproj(path: Path, *, hidden: int = 1152, rows: int = 1024, dtype=np.float16) -> dict[str, int]:
+    """An mmproj GGUF as llama.cpp's converter writes one (general.architecture clip, clip.* keys, v.* tensors),
+    by gguf-py's GGUFWriter; `hidden` tells files apart, `rows` sizes the tensor data behind the header.
+    Returns {tensor name: bytes}."""
+    from gguf import GGUFWriter
+
+    w = GGUFWriter(str(path), "clip")
+    w.add_string("clip.projector_type", "gemma3")
+    w.add_bool("clip.has_vision_encoder", True)
+    for key, value in (("embedding_length", hidden), ("feed_forward_length", 4304), ("block_count", 27),
+                       ("attention.head_count", 16), ("image_size", 896), ("patch_size", 14), ("projection_dim", 2560)):
+        w.add_uint32(f"clip.vision.{key}", value)
+    tensors = {"v.patch_embd.weight": np.zeros((rows, 1024), dtype=dtype),
+               "v.blk.0.attn_q.weight": np.zeros((64, 64), dtype=dtype),
+               "v.blk.0.ln1.weight": np.zeros((64,), dtype=np.float32)}
+    for name, a in tensors.items():
+        w.add_tensor(name, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return {name: a.nbytes for name, a in tensors.items()}
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, object]:
     d = tmp_path_factory.mktemp("files")
@@ -47,6 +72,8 @@ def files(tmp_path_factory) -> dict[str, object]:
     st = d / "st"
     out["st_tensors"] = make_st_folder(st, shards=3)
     out["st"] = {p.name: p.read_bytes() for p in st.iterdir()}
+    out["mmproj_expected"] = make_mmproj(d / "mmproj.gguf")
+    out["mmproj"] = (d / "mmproj.gguf").read_bytes()
     return out
 
 
@@ -56,7 +83,7 @@ def hub(files, tmp_path, monkeypatch):
     h.repos["org/Tiny"] = Repo(files=dict(files["st"]))
     split = {f"UD-Q4_K_XL/{name}": data for name, data in files["split"].items()}
     h.repos["org/Tiny-GGUF"] = Repo(files={"Tiny-Q8_0.gguf": files["big"], "Tiny-UD-Q2_K_XL.gguf": files["small"],
-                                           "mmproj-F16.gguf": files["small"], "README.md": b"# tiny", **split})
+                                           "mmproj-F16.gguf": files["mmproj"], "README.md": b"# tiny", **split})
     h.repos["org/Gated"] = Repo(files=dict(files["st"]), gated=True)
     with Server(h) as url:
         h.url = url
@@ -214,7 +241,7 @@ def test_file_errors_are_one_line(hub) -> None:
 
 def test_server_without_ranges_is_read_no_further_than_needed(hub, files) -> None:
     hub.no_range = True
-    lm = read_model("org/Tiny-GGUF:Q8_0")
+    lm = read_model("org/Tiny-GGUF:Q8_0", mmproj=False)  # the model file alone (its mmproj: test_remote_mmproj.py)
     _exact(lm, files["big_expected"])
     # the connection is closed once the header is in (what the server wrote into socket buffers may be more)
     assert fetch.METER.bytes < 2 * fetch.MIB

@@ -62,14 +62,15 @@ def rig_from_args(args: argparse.Namespace, catalog):
                      rig_file=args.rig, empty=args.empty, ram_bw=getattr(args, "ram_bw", None))
 
 
-def model_from_arg(text: str, catalog=None):
+def model_from_arg(text: str, catalog=None, *, mmproj: bool = True):
     """A catalog id/name stays a string; a file, folder, store or remote reference is read.
 
     Order: a path that exists or a prefixed reference (`hf:`, `ollama:`, `https://`); then, for an
     `ORG/NAME` with a catalog, a name the catalog has exactly (id, name or alias: the same release);
     then the plain remote forms `ORG/NAME[:TAG]` and `NAME:TAG` (the local stores, then the network
     or its cache: an Ollama tag is read as the file Ollama would run, even when the catalog lists the
-    model); anything else is a catalog name resolved as usual (closest ids named when unknown)."""
+    model); anything else is a catalog name resolved as usual (closest ids named when unknown).
+    `mmproj`: read the vision projector a remote reference ships (False when `wants_mmproj` says no)."""
     import os
 
     from_files = text.startswith(("ollama:", "hf:", "https://", "http://")) or \
@@ -79,7 +80,7 @@ def model_from_arg(text: str, catalog=None):
     from advisor.modelfile import read_model, read_reference
 
     if from_files:
-        return read_model(text, progress=_progress)
+        return read_model(text, progress=_progress, mmproj=mmproj)
     hf_shaped = "/" in text
     if catalog is not None and hf_shaped:
         from advisor.catalog.resolve import exact
@@ -87,7 +88,7 @@ def model_from_arg(text: str, catalog=None):
         if exact(catalog.models, text) is not None:
             return text
     try:
-        loaded = read_reference(text, progress=_progress)
+        loaded = read_reference(text, progress=_progress, mmproj=mmproj)
     except Exception as exc:
         from advisor.errors import AdvisorError
 
@@ -125,12 +126,23 @@ def _progress(text: str) -> None:
         pass
 
 
-def resolve_model(catalog, text: str):
+def wants_mmproj(args: argparse.Namespace, parsed=None) -> bool:
+    """Whether a remote reference's own vision projector is read: not with --no-mmproj (or
+    --language-model-only), nor when an mmproj file is named (llama.cpp common/arg.cpp fetches the -hf
+    repo's mmproj only when no --mmproj is given and --no-mmproj is not), on the command line or in --cmd."""
+    if getattr(args, "no_mmproj", False) or getattr(args, "mmproj", None):
+        return False
+    if parsed is not None and any(parsed.get(k) is not None for k in ("no_mmproj", "language_model_only", "mmproj")):
+        return False
+    return True
+
+
+def resolve_model(catalog, text: str, *, mmproj: bool = True):
     """What the engine evaluates: the catalog's ModelSpec for an id or name, else the LoadedModel read
     from a file or reference (AdvisorError naming the closest ids when it is neither)."""
     from advisor.catalog.resolve import resolve
 
-    ref = model_from_arg(text, catalog)
+    ref = model_from_arg(text, catalog, mmproj=mmproj)
     return catalog.models[resolve(catalog.models, ref, "model")] if isinstance(ref, str) else ref
 
 
@@ -151,6 +163,10 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
         flag = next((w.split()[0] for w in ways.split(" or ") if w.startswith("-")), "")
         raise AdvisorError(f"--cmd names no model ({ways or 'it has no model setting'})",
                            f"add {flag} to the command or name MODEL" if flag else "name MODEL")
+    if args.model is None and not parsed.get("model") and parsed.get("hf_repo") and parsed.get("hf_file"):
+        from advisor.modelfile.remote import hf_endpoint  # -hf REPO --hf-file FILE: that file of the repo
+
+        ref = f"{hf_endpoint()}/{parsed.get('hf_repo').split(':')[0]}/resolve/main/{parsed.get('hf_file')}"
     quant = args.quant or parsed.get("quantization")
     if args.model is None and parsed.get("model") and not os.path.exists(os.path.expanduser(ref)):
         stem, q = quant_in_name(ref, list(catalog.quants))
@@ -168,7 +184,7 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
             if q is not None and exact(catalog.models, ref) is None and exact(catalog.models, stem) is not None:
                 ref, quant = stem, quant or q
     quant = quant or parsed.get("dtype")
-    model = resolve_model(catalog, ref)
+    model = resolve_model(catalog, ref, mmproj=wants_mmproj(args, parsed))
     spec = getattr(model, "spec", model)
     loaded = getattr(model, "layout", None)
     from advisor.engine.check import resolve_quant

@@ -24,7 +24,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise AdvisorError("advisor check: name a MODEL (or give --cmd \"llama-server -m ...\")",
                            "see `advisor check --help`")
     else:
-        model, options = resolve_model(catalog, args.model), options_from(args)
+        from advisor.commands.args import wants_mmproj
+
+        model = resolve_model(catalog, args.model, mmproj=wants_mmproj(args))
+        options = options_from(args)
     from advisor.commands.args import with_mmproj
 
     report = evaluate(catalog, rig, model, with_mmproj(catalog, options))

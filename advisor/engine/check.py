@@ -259,7 +259,8 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
                                                  placement=placement, placer=placer, options=options, ctx=ctx,
                                                  n_layers=model.layers,
                                                  model_ref=model_file if loaded is not None else None,
-                                                 checkpoints=rules.checkpoints))
+                                                 checkpoints=rules.checkpoints,
+                                                 hf_gguf=(loaded.hf_repo, loaded.hf_file) if loaded is not None else None))
     if options.workload != "inference":
         from advisor.engine.training import estimate_training, training_verdict
 
@@ -336,7 +337,7 @@ def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
              f"FP16 tensor throughput at the fitted fraction")
     if not runtime.speed_fitted:
         basis += f" (fitted on llama.cpp; {runtime.name} is assumed to reach the same fractions)"
-    if placement.host.weights_bytes and placement.strategy != "layer_split":
+    if placement.host.weights_bytes and placement.strategy not in ("layer_split", "tensor_parallel"):
         basis += (f"; the part in system RAM is read at {rig.ram_bandwidth_gb_s:g} GB/s "
                   f"({rig.ram_bandwidth_basis or 'given'}) at the rulebook's CPU fraction")
     return Speed(round(decode, 1), round(prefill, 1), round(at_ctx, 1),

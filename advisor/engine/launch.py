@@ -527,9 +527,11 @@ def weights_source(rules: LaunchRules, checkpoints, launcher_id: str, model_id: 
 
 
 def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, options, ctx: int,
-               n_layers: int, model_ref: str | None = None, checkpoints=None) -> Launch | None:
+               n_layers: int, model_ref: str | None = None, checkpoints=None,
+               hf_gguf: tuple[str, str] | None = None) -> Launch | None:
     """The command that realises this placement with the first launcher rules/launch.toml declares for
-    the runtime `rt` (None: it has none yet)."""
+    the runtime `rt` (None: it has none yet). `hf_gguf`: (`ORG/NAME[:TAG]`, file or "") of a GGUF read
+    from the Hub, which a launcher that runs a model file is given by repo (`-hf`) when it can be."""
     ids = launchers_for(rules, rt.id)
     if not ids or not placement.runs:
         return None
@@ -554,16 +556,27 @@ def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, op
         if how == "checkpoint":
             values["hf_repo"], values["quantization"] = repo, None  # the program reads the method from it
     values.update(vision_settings(placer.vision, options))
+    if "model" in _emit_order(rules, ids[0]):  # a program that runs a file: given a repo only for a Hub GGUF
+        flags = launcher_flags(rules, ids[0])
+        by_repo = bool(hf_gguf and hf_gguf[0]) and "hf_repo" in _emit_order(rules, ids[0]) and \
+            (not hf_gguf[1] or "hf_file" in flags)
+        values["hf_repo"] = hf_gguf[0] if by_repo else None
+        values["hf_file"] = hf_gguf[1] or None if by_repo else None
+        if by_repo:
+            values["model"] = None
+            # -hf fetches the repo's mmproj too: an answer for text only says --no-mmproj
+            values["no_mmproj"] = "" if options.mm_limit == 0 else None
     return render(rules, ids[0], values)
 
 
 def vision_settings(vision, options) -> dict[str, str | None]:
     """The vision tower's settings: the mmproj file the answer loads (and where), the image limit given."""
-    mmproj = vision.tower.path if vision is not None and vision.tower.source == "mmproj" else None
+    loads = vision is not None and vision.tower.source == "mmproj"
+    mmproj = (vision.tower.path or None) if loads else None  # "": the program fetches it with the model (-hf)
     limit = options.mm_limit
     return {
         "mmproj": mmproj,
-        "no_mmproj_offload": "" if mmproj and not options.mmproj_offload else None,
+        "no_mmproj_offload": "" if loads and not options.mmproj_offload else None,
         "limit_mm": '{"image":%d}' % limit if limit is not None else None,
     }
 

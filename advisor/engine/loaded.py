@@ -30,6 +30,11 @@ class LoadedModel:
     """The layout comes from real tensor sizes (True) or from an estimate (False)."""
     vision: VisionTower | None = None
     """The vision tower the files ship beside the language model (not in `layout`)."""
+    hf_repo: str = ""
+    """A GGUF read from the Hub: the `ORG/NAME[:TAG]` a program that downloads by repo is given
+    (`llama-server -hf`, which also fetches the repo's mmproj), else ""."""
+    hf_file: str = ""
+    """The GGUF's path in that repo when it was named by file (`--hf-file`), else ""."""
 
     @property
     def other_bytes(self) -> int:

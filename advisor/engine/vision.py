@@ -50,6 +50,9 @@ class VisionTower(Record):
     """The bytes are the file's (False: counted from the config's dims)."""
     path: str = ""
     """The mmproj file, as the user named it (written back into the launch command)."""
+    fetched: str = ""
+    """An mmproj the runtime fetches with the model itself (`ORG/NAME/FILE` beside an `-hf` GGUF, as
+    `llama-server -hf` picks it): named in the answer, not written into the command."""
     hidden_size: int = 0
     """Encoder width (n_embd)."""
     ff_size: int = 0
@@ -153,7 +156,8 @@ def vision_use(tower: VisionTower | None, terms: str, rules, *, flash_attention:
     if rt.compute == "clip_graph":
         compute = clip_compute_bytes(tower, flash_attention, rules)
         where = "the first GPU" if devices else "system RAM (--no-mmproj-offload)"
-        basis = (f"the mmproj's {tower.weight_bytes / MIB:.0f} MiB on {where}, plus its compute buffer for a "
+        named = f" ({tower.fetched}, fetched with the model)" if tower.fetched else ""
+        basis = (f"the mmproj's {tower.weight_bytes / MIB:.0f} MiB{named} on {where}, plus its compute buffer for a "
                  f"{tower.warmup_patches}-patch warm-up image ({'flash attention' if flash_attention else 'no flash attention: f32 scores of every head'})")
         return VisionUse(tower, tower.weight_bytes, compute, devices, basis,
                          flash_compute_bytes=0 if flash_attention else clip_compute_bytes(tower, True, rules))

@@ -27,13 +27,15 @@ __all__ = ["LoadedModel", "read_model", "read_reference", "looks_like_model_path
 _HINT = "pass a .gguf file, a model folder, a config.json, ollama:NAME[:TAG], hf:ORG/NAME or a .gguf URL"
 
 
-def read_model(path_or_spec: str, progress=None) -> LoadedModel:
+def read_model(path_or_spec: str, progress=None, *, mmproj: bool = True) -> LoadedModel:
     """The model at a path, in a local store or at a remote reference, as its own files describe it.
-    `progress(text)` receives progress for slow remote reads (stderr in the CLI)."""
+    `progress(text)` receives progress for slow remote reads (stderr in the CLI). `mmproj`: also read the
+    vision projector a remote GGUF repo or Ollama manifest ships with the model (False: `--no-mmproj`, or
+    the user names the mmproj file: no request is made for it)."""
     paused = gc.isenabled()
     gc.disable()  # a header of 10^6 tensors builds millions of small objects: GC passes would triple the time
     try:
-        return _read(path_or_spec, progress)
+        return _read(path_or_spec, progress, mmproj)
     except AdvisorError:
         raise
     except OSError as exc:
@@ -59,23 +61,23 @@ def looks_like_model_path(text: str) -> bool:
         return False
 
 
-def read_reference(text: str, progress=None) -> LoadedModel | None:
+def read_reference(text: str, progress=None, *, mmproj: bool = True) -> LoadedModel | None:
     """A plain remote reference (`ORG/NAME[:TAG]`, `NAME:TAG`), or None when `text` is not one.
     The caller tries files and the catalog first."""
     from advisor.modelfile import remote
 
     ref = remote.parse_ref(text)
-    return None if ref is None else read_model(f"{ref.kind}:{text}", progress)
+    return None if ref is None else read_model(f"{ref.kind}:{text}", progress, mmproj=mmproj)
 
 
-def _read(text: str, progress=None) -> LoadedModel:
+def _read(text: str, progress=None, mmproj: bool = True) -> LoadedModel:
     if text.startswith(PREFIXES):
         from advisor.modelfile import remote
 
         ref = remote.parse_ref(text)
         if ref.kind == "hf" and not ref.tag and not ref.filename and has_hf_snapshot(ref.repo, ref.revision):
             return read_hf(f"{ref.repo}@{ref.revision}" if ref.revision else ref.repo)
-        return remote.read_remote(ref, progress)
+        return remote.read_remote(ref, progress, mmproj=mmproj)
     if not text.strip():
         raise AdvisorError("empty model path", _HINT)
     path = Path(text).expanduser()
@@ -87,7 +89,7 @@ def _read(text: str, progress=None) -> LoadedModel:
 
             ref = remote.parse_ref(text)
             if ref is not None:
-                return _read(f"{ref.kind}:{text}", progress)
+                return _read(f"{ref.kind}:{text}", progress, mmproj)
         raise AdvisorError(_line(f"{display(text)}: no such file or folder"), _HINT)
     if path.suffix == ".json":
         return from_config(path)

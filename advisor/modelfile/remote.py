@@ -3,10 +3,10 @@
 | reference | what is read |
 | --- | --- |
 | `ORG/NAME`, `hf:ORG/NAME`, `https://huggingface.co/ORG/NAME` (`@REV` optional) | the repo's listing (HfApi), `config.json`, the safetensors index and every shard's header |
-| `ORG/NAME-GGUF:TAG` (`UD-Q4_K_XL`, `Q4_K_M`, ...) or a `.../resolve/REV/FILE.gguf` URL | the listing, then the header of that GGUF file (every part of a split set) |
+| `ORG/NAME-GGUF:TAG` (`UD-Q4_K_XL`, `Q4_K_M`, ...) or a `.../resolve/REV/FILE.gguf` URL | the listing, then the header of that GGUF file (every part of a split set) and of the mmproj `llama-server -hf` fetches beside it (`pick_mmproj`) |
 | a GGUF repo without a tag | nothing more: its GGUF files are listed with their sizes, to pick one |
 | `https://HOST/.../FILE.gguf` | that file's header (split sets: every part's) |
-| `ollama:NAME[:TAG]`, or `NAME:TAG` | the local Ollama store when it has the model, else the library's manifest (registry.ollama.ai, or `$ADVISOR_OLLAMA_REGISTRY`) and the GGUF blob's header |
+| `ollama:NAME[:TAG]`, or `NAME:TAG` | the local Ollama store when it has the model, else the library's manifest (registry.ollama.ai, or `$ADVISOR_OLLAMA_REGISTRY`) and the GGUF blob's header (and the projector layer's) |
 
 Headers are parsed by the same bounded readers as local files (`gguf_file`, `safetensors_file`),
 fed by range requests (`fetch.RangeFile`); bounds, timeouts and the cache are `fetch`'s.
@@ -31,6 +31,9 @@ HF_DEFAULT = "https://huggingface.co"
 OLLAMA_DEFAULT = "https://registry.ollama.ai"
 OLLAMA_ENV = "ADVISOR_OLLAMA_REGISTRY"
 OLLAMA_MODEL = "application/vnd.ollama.image.model"
+OLLAMA_PROJECTOR = "application/vnd.ollama.image.projector"
+"""The vision projector layer (an mmproj GGUF) Ollama loads with the model (ollama/ollama server/images.go
+ProjectorPaths, llm/server.go: the first one is passed to the runner as --mmproj)."""
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
 _HF = re.compile(rf"^(?P<repo>{_NAME}/{_NAME})(?:@(?P<rev>[A-Za-z0-9._/-]{{1,200}}?))?(?::(?P<tag>[A-Za-z0-9._-]{{1,64}}))?$")
@@ -118,14 +121,18 @@ def _hf_offline() -> str:
 
 # --- entry point -------------------------------------------------------------------------------
 
-def read_remote(ref: Ref, progress: Progress | None = None) -> LoadedModel:
-    """The model a remote reference names, from its metadata (cached after the first read)."""
+def read_remote(ref: Ref, progress: Progress | None = None, *, mmproj: bool = True) -> LoadedModel:
+    """The model a remote reference names, from its metadata (cached after the first read).
+
+    `mmproj`: also read the vision projector the runtime would fetch with the model (a GGUF repo's
+    `mmproj-*.gguf`, as `llama-server -hf` picks it; an Ollama manifest's projector layer). False
+    (`--no-mmproj`, or an mmproj file given by the user): no request is made for it."""
     if ref.kind == "hf":
-        return _read_hf(ref, progress)
+        return _read_hf(ref, progress, mmproj)
     if ref.kind == "url":
         key = fetch.record_key("url", ref.url)
         return fetch.run(key, ref.text, lambda src: _gguf_from_url(src, ref), progress=progress)
-    return _read_ollama(ref, progress)
+    return _read_ollama(ref, progress, mmproj)
 
 
 # --- Hugging Face ------------------------------------------------------------------------------
@@ -149,10 +156,10 @@ def _hf_headers() -> dict[str, str]:
     return {k.lower(): v for k, v in headers.items()}
 
 
-def _read_hf(ref: Ref, progress: Progress | None) -> LoadedModel:
+def _read_hf(ref: Ref, progress: Progress | None, mmproj: bool = True) -> LoadedModel:
     endpoint = hf_endpoint()
     key = fetch.record_key("hf", endpoint, ref.repo, ref.revision, ref.tag, ref.filename)
-    return fetch.run(key, ref.text, lambda src: _hf_model(src, ref, endpoint), headers=_hf_headers(),
+    return fetch.run(key, ref.text, lambda src: _hf_model(src, ref, endpoint, mmproj), headers=_hf_headers(),
                      offline=_hf_offline(), progress=progress)
 
 
@@ -233,7 +240,7 @@ def _closest_repos(api, repo: str) -> str:
     return f"closest on the Hub: {', '.join(found[:5])}" if found else "check the spelling: ORG/NAME as on the model's page"
 
 
-def _hf_model(src: Source, ref: Ref, endpoint: str) -> LoadedModel:
+def _hf_model(src: Source, ref: Ref, endpoint: str, mmproj: bool = True) -> LoadedModel:
     listing = _hf_listing(src, ref, endpoint)
     sha = listing["sha"]
     sizes = {name: size for name, size in listing["files"]}
@@ -248,16 +255,21 @@ def _hf_model(src: Source, ref: Ref, endpoint: str) -> LoadedModel:
         if not ref.filename.endswith(".gguf"):
             raise RemoteError(f"{ref.repo}/{ref.filename}: only a .gguf file can be read by itself",
                               f"give the repo ({ref.repo}) for a safetensors model")
-        return _gguf_parts(src, ref.repo, _split_names(ref.filename, sizes, ref.repo), sizes, url, on_status,
-                           name=f"{ref.repo}/{ref.filename}", source="hf remote", sources=sources)
+        names = _split_names(ref.filename, sizes, ref.repo)
+        model = _gguf_parts(src, ref.repo, names, sizes, url, on_status, name=f"{ref.repo}/{ref.filename}",
+                            source="hf remote", sources=sources)
+        model = _with_mmproj(src, model, ref.repo, names[0], sizes, url, on_status, mmproj)
+        return _by_repo(model, ref.repo, ref.filename)
     ggufs = _gguf_models(sizes)
     if ref.tag:
         if not ggufs:
             raise RemoteError(f"{ref.repo}: :{ref.tag} picks a GGUF file, and this repo has none",
                               f"ask for {ref.repo} itself (its safetensors) or its -GGUF repo")
         names = _pick_tag(ggufs, ref.tag, ref.repo, sizes)
-        return _gguf_parts(src, ref.repo, names, sizes, url, on_status, name=f"{ref.repo}:{ref.tag}", source="hf remote",
-                           sources=sources, quant_id=_tag_of(names[0]) or ref.tag)
+        model = _gguf_parts(src, ref.repo, names, sizes, url, on_status, name=f"{ref.repo}:{ref.tag}",
+                            source="hf remote", sources=sources, quant_id=_tag_of(names[0]) or ref.tag)
+        model = _with_mmproj(src, model, ref.repo, names[0], sizes, url, on_status, mmproj)
+        return _by_repo(model, f"{ref.repo}:{ref.tag}", "")
     weights = [n for n in sizes if n.endswith(".safetensors") and "/" not in n]
     if "config.json" in sizes and (weights or not ggufs):
         cfg = src.get_json("config.json", url("config.json"), limits.MAX_SMALL_JSON, f"{ref.repo} config.json",
@@ -271,8 +283,10 @@ def _hf_model(src: Source, ref: Ref, endpoint: str) -> LoadedModel:
                                 source="hf remote", sources=sources)
     if len(ggufs) == 1:
         names = next(iter(ggufs.values()))
-        return _gguf_parts(src, ref.repo, names, sizes, url, on_status, name=ref.repo, source="hf remote", sources=sources,
-                           quant_id=_tag_of(names[0]))
+        model = _gguf_parts(src, ref.repo, names, sizes, url, on_status, name=ref.repo, source="hf remote",
+                            sources=sources, quant_id=_tag_of(names[0]))
+        model = _with_mmproj(src, model, ref.repo, names[0], sizes, url, on_status, mmproj)
+        return _by_repo(model, ref.repo, names[0])
     if ggufs:
         raise RemoteError(f"{ref.repo} holds {len(ggufs)} GGUF models: pick one as {ref.repo}:TAG",
                           _gguf_listing_hint(ref.repo, sizes))
@@ -435,6 +449,84 @@ def _gguf_parts(src: Source, repo: str, names: list[str], sizes: dict[str, Any],
     return _relabel(model, quant_id)
 
 
+# --- the vision projector beside a GGUF, as llama-server -hf picks it --------------------------------
+
+_LLAMA_TAG = re.compile(r"[-.]([A-Z0-9_]+)$", re.IGNORECASE)
+_LLAMA_SPLIT = re.compile(r"^(.+)-([0-9]{5})-of-([0-9]{5})$", re.IGNORECASE)
+
+
+def _quant_bits(path: str) -> int:
+    """llama.cpp common/download.cpp extract_quant_bits: the number in a GGUF name's tag (the last `-` or
+    `.` word of the name without `.gguf` and its split suffix): Q4_K_M 4, UD-Q2_K_XL 2, BF16 16, F32 32;
+    0 without one."""
+    prefix = path.removesuffix(".gguf")
+    m = _LLAMA_SPLIT.match(prefix)
+    if m:
+        prefix = m.group(1)
+    t = _LLAMA_TAG.search(prefix)
+    digits = re.search(r"\d+", t.group(1)) if t else None
+    return int(digits.group(0)[:9]) if digits else 0
+
+
+def pick_mmproj(files, model: str) -> str:
+    """The mmproj `llama-server -hf` loads beside the GGUF `model` (its path in the repo; the first part
+    of a split set), or "" when the repo has none: llama.cpp common/download.cpp find_best_mmproj
+    (find_best_sibling with the keyword "mmproj"). Candidates are the `.gguf` paths that contain "mmproj"
+    (case-sensitive) in the model's folder or a folder above it; the deepest folder wins, then the
+    quantization nearest the model's (|bits - model bits|: a Q4 model takes an F16 or BF16 projector
+    over an F32 one, a Q8_0 projector when there is one), then the first in the listing. The Hub lists a
+    tree in git's order, sorted by path, so a tie goes to the name that sorts first (mmproj-BF16.gguf
+    before mmproj-F16.gguf)."""
+    model_dirs = model.split("/")[:-1]
+    bits = _quant_bits(model)
+    best, best_depth, best_diff = "", 0, 0
+    for path in sorted(files):
+        if not path.endswith(".gguf") or "mmproj" not in path:
+            continue
+        dirs = path.split("/")[:-1]
+        if dirs != model_dirs[:len(dirs)]:
+            continue  # in another folder: llama.cpp only looks in the model's folder and those above it
+        depth, diff = len(dirs), abs(_quant_bits(path) - bits)
+        if not best or depth > best_depth or (depth == best_depth and diff < best_diff):
+            best, best_depth, best_diff = path, depth, diff
+    return best
+
+
+def _with_mmproj(src: Source, model: LoadedModel, repo: str, first: str, sizes: dict[str, Any], url, on_status,
+                 wanted: bool) -> LoadedModel:
+    """`model` with the vision tower of the mmproj llama-server -hf would fetch beside `first` (its header
+    only). llama.cpp fails to start when that download fails, so a failure here is the answer's too."""
+    name = pick_mmproj(sizes, first) if wanted else ""
+    if not name:
+        return model
+    from dataclasses import replace
+
+    from advisor.modelfile.gguf_file import read_gguf_stream
+    from advisor.modelfile.vision import mmproj_tower, rules
+
+    what = f"{repo}/{name}"
+    try:
+        with src.open(url(name), what, sizes.get(name), on_status(what)) as f:
+            header = read_gguf_stream(f, f.size, what)
+        src.done(f)
+        tower = mmproj_tower(header, what, rules(), fetched=what)
+    except AdvisorError as exc:
+        exc.hint = "; ".join(h for h in (exc.hint, _NO_MMPROJ_HINT) if h)
+        raise
+    return replace(model, vision=tower)
+
+
+def _by_repo(model: LoadedModel, hf_repo: str, hf_file: str) -> LoadedModel:
+    """`model` as a program that downloads by repo is given it (`-hf ORG/NAME[:TAG]`, `--hf-file`)."""
+    from dataclasses import replace
+
+    return replace(model, hf_repo=hf_repo, hf_file=hf_file)
+
+
+_NO_MMPROJ_HINT = ("it is the vision projector llama-server -hf fetches with the model (and it does not start "
+                   "without it): --no-mmproj answers for text only, without it")
+
+
 def _relabel(model: LoadedModel, quant_id: str) -> LoadedModel:
     """The quant named as the repo names it (`UD-Q4_K_XL`), when its file type alone would say less."""
     if not quant_id or quant_id == model.quant.id:
@@ -477,18 +569,18 @@ def ollama_registry() -> str:
     return (os.environ.get(OLLAMA_ENV) or OLLAMA_DEFAULT).rstrip("/")
 
 
-def _read_ollama(ref: Ref, progress: Progress | None) -> LoadedModel:
+def _read_ollama(ref: Ref, progress: Progress | None, mmproj: bool = True) -> LoadedModel:
     from advisor.modelfile import stores
 
     local = stores.find_ollama(f"{ref.name}:{ref.tag}")
     if local is not None:
-        return stores.read_ollama(f"{ref.name}:{ref.tag}")
+        return stores.read_ollama(f"{ref.name}:{ref.tag}", mmproj=mmproj)
     parts = ref.name.split("/")
     if len(parts) == 3 and parts[0].lower() in ("hf.co", "huggingface.co"):
         # Ollama pulls hf.co/ORG/NAME[:TAG] from the Hub's GGUF files; without a tag it takes Q4_K_M
         # when the repo has it (Ollama's docs, "Use Ollama with any GGUF model on Hugging Face Hub")
         tag = "Q4_K_M" if ref.tag == "latest" else ref.tag
-        return _read_hf(Ref("hf", ref.text, repo=f"{parts[1]}/{parts[2]}", tag=tag), progress)
+        return _read_hf(Ref("hf", ref.text, repo=f"{parts[1]}/{parts[2]}", tag=tag), progress, mmproj)
     if len(parts) == 3:
         raise RemoteError(f"ollama:{ref.name}:{ref.tag} is not in the local store, and only the Ollama library "
                           f"({urlsplit(OLLAMA_DEFAULT).netloc}) is read remotely", f"run `ollama pull {ref.name}:{ref.tag}`")
@@ -497,7 +589,8 @@ def _read_ollama(ref: Ref, progress: Progress | None) -> LoadedModel:
     key = fetch.record_key("ollama", registry, namespace, model, ref.tag)
     display = f"{ref.name}:{ref.tag}"
     try:
-        return fetch.run(key, f"ollama:{display}", lambda src: _ollama_model(src, registry, namespace, model, ref.tag, display),
+        return fetch.run(key, f"ollama:{display}",
+                         lambda src: _ollama_model(src, registry, namespace, model, ref.tag, display, mmproj),
                          progress=progress)
     except RemoteError as exc:
         folder, root = stores._manifest_folder(parts)
@@ -508,7 +601,8 @@ def _read_ollama(ref: Ref, progress: Progress | None) -> LoadedModel:
                           f"tags in the local store: {', '.join(local)}") from None
 
 
-def _ollama_model(src: Source, registry: str, namespace: str, model: str, tag: str, display: str) -> LoadedModel:
+def _ollama_model(src: Source, registry: str, namespace: str, model: str, tag: str, display: str,
+                  mmproj: bool = True) -> LoadedModel:
     base = f"{registry}/v2/{namespace}/{model}"
     what = f"ollama:{display}"
 
@@ -537,8 +631,33 @@ def _ollama_model(src: Source, registry: str, namespace: str, model: str, tag: s
     with src.open(blob, label, size) as f:
         gguf = read_gguf_stream(f, f.size, label)
     src.done(f)
-    return from_gguf_files([gguf], [f"sha256-{digest[7:]}"], source="ollama library", name=display,
-                           sources=(f"{registry}/{namespace}/{model}:{tag}", blob))
+    loaded = from_gguf_files([gguf], [f"sha256-{digest[7:]}"], source="ollama library", name=display,
+                             sources=(f"{registry}/{namespace}/{model}:{tag}", blob))
+    projectors = [layer for layer in layers if isinstance(layer, dict) and layer.get("mediaType") == OLLAMA_PROJECTOR]
+    if not mmproj or not projectors:
+        return loaded
+    pdigest, psize = str(projectors[0].get("digest", "")), projectors[0].get("size")
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", pdigest):
+        raise RemoteError(f"{what}: the manifest's projector layer has no sha256 digest", "")
+    if not isinstance(psize, int) or isinstance(psize, bool) or psize <= 0:
+        psize = None
+    from dataclasses import replace
+
+    from advisor.modelfile.vision import mmproj_tower, rules
+
+    plabel = f"{display} projector (blob {pdigest[7:19]}…)"
+    try:
+        with src.open(f"{base}/blobs/{pdigest}", plabel, psize) as f:
+            header = read_gguf_stream(f, f.size, plabel)
+        src.done(f)
+        tower = mmproj_tower(header, plabel, rules(), fetched=f"{display} projector sha256-{pdigest[7:]}")
+    except AdvisorError as exc:
+        exc.hint = "; ".join(h for h in (exc.hint, _NO_PROJECTOR_HINT) if h)
+        raise
+    return replace(loaded, vision=tower)
+
+
+_NO_PROJECTOR_HINT = "Ollama loads this vision projector with the model: --no-mmproj answers for text only, without it"
 
 
 def _ollama_closest(base: str, model: str, tag: str) -> str:

@@ -27,6 +27,7 @@ from advisor.modelfile.limits import bad_file
 from advisor.engine.loaded import LoadedModel
 
 MODEL_MEDIA_TYPE = "application/vnd.ollama.image.model"
+PROJECTOR_MEDIA_TYPE = "application/vnd.ollama.image.projector"
 _PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -64,7 +65,8 @@ def _manifest_folder(parts: list[str]) -> tuple[Path, Path]:
     return root / "manifests" / host / namespace / parts[-1], root
 
 
-def read_ollama(ref: str) -> LoadedModel:
+def read_ollama(ref: str, *, mmproj: bool = True) -> LoadedModel:
+    """A model in the local Ollama store, with its vision projector layer when it has one (and `mmproj`)."""
     name, tag = _split_tag(ref)
     parts = name.split("/")
     if not 1 <= len(parts) <= 3 or not all(_PART.match(p) for p in parts) or not _PART.match(tag):
@@ -89,7 +91,22 @@ def read_ollama(ref: str) -> LoadedModel:
     if not blob.is_file():
         raise AdvisorError(f"ollama model {display}: its weights blob {blob.name[:19]}… is missing from {root / 'blobs'}",
                            f"run `ollama pull {display}` again")
-    return from_gguf(blob, source="ollama store", name=display, sources=(f"ollama:{display}", str(blob)))
+    loaded = from_gguf(blob, source="ollama store", name=display, sources=(f"ollama:{display}", str(blob)))
+    projectors = [layer.get("digest") for layer in layers
+                  if isinstance(layer, dict) and layer.get("mediaType") == PROJECTOR_MEDIA_TYPE]
+    if not mmproj or not projectors:
+        return loaded
+    if not isinstance(projectors[0], str) or not (p := _DIGEST.match(projectors[0])):
+        bad_file(manifest, "the Ollama manifest's projector layer has no sha256 digest")
+    projector = root / "blobs" / f"sha256-{p.group(1)}"
+    if not projector.is_file():
+        raise AdvisorError(f"ollama model {display}: its projector blob {projector.name[:19]}… is missing from "
+                           f"{root / 'blobs'}", f"run `ollama pull {display}` again, or pass --no-mmproj for text only")
+    from dataclasses import replace
+
+    from advisor.modelfile.vision import from_mmproj, rules
+
+    return replace(loaded, vision=from_mmproj(projector, rules()))
 
 
 def _split_tag(ref: str) -> tuple[str, str]:

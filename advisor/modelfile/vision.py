@@ -258,9 +258,18 @@ def from_mmproj(path: Path, rules, *, display: str | None = None) -> VisionTower
     .image_size, .patch_size, .spatial_merge_size or .projector.scale_factor, .image_max_pixels,
     .projection_dim)."""
     from advisor.modelfile.gguf_file import read_gguf
+
+    return mmproj_tower(read_gguf(path), path, rules, display=display)
+
+
+def mmproj_tower(f, where: str | Path, rules, *, display: str | None = None, fetched: str = "") -> VisionTower:
+    """The tower of an mmproj GGUF's parsed header `f` (a local file's, or one read by range requests:
+    `where` names it in errors); `display` is the path written back into a launch command; `fetched`
+    names an mmproj the runtime downloads with the model itself (`llama-server -hf`), never written."""
     from advisor.modelfile.limits import bad_file
 
-    f = read_gguf(path)
+    path = where
+    name = str(where).rsplit("/", 1)[-1]
     meta = f.metadata
     arch = meta.get("general.architecture")
     if arch != "clip":
@@ -281,7 +290,12 @@ def from_mmproj(path: Path, rules, *, display: str | None = None) -> VisionTower
         d["item_patches"] = max_px // (d["patch"] * d["patch"])
     assumed = ()
     if not d["hidden"] or not d["patch"]:
-        assumed = (f"the mmproj {path.name} does not say its width or patch size: its weights are counted, its "
+        assumed = (f"the mmproj {name} does not say its width or patch size: its weights are counted, its "
                    f"compute buffer is not",)
-    return _tower(sum(t.n_elements for t in tensors), sum(t.n_bytes for t in tensors), "mmproj", kind, d, rules,
-                  exact=True, assumptions=assumed, path=display or str(path), warmup_key=kind)
+    tower = _tower(sum(t.n_elements for t in tensors), sum(t.n_bytes for t in tensors), "mmproj", kind, d, rules,
+                   exact=True, assumptions=assumed, path="" if fetched else display or str(path), warmup_key=kind)
+    if fetched:
+        from dataclasses import replace
+
+        tower = replace(tower, fetched=fetched)
+    return tower
