@@ -398,8 +398,9 @@ class RuntimeSpec(Record):
     """Attention materialises the full score matrix (no fused kernel): its memory grows with the context."""
     tensor_split: str = "heads"
     """How it splits a layer across GPUs: `heads` (attention heads and MLP columns: the head counts must
-    divide by the GPU count, the KV cache is sharded) or `rows` (llama.cpp `-sm row`: matrix rows in
-    proportion to memory, KV cache on the main GPU, synchronised through the host per matrix) or
+    divide by the GPU count, the KV cache is sharded) or `rows` (llama.cpp `-sm row`: each layer with
+    its KV cache on its own GPU as in a layer split, its 2-D matrices cut into row bands over all GPUs, each
+    split multiply synchronised on its own: advisor.engine.placement Placer._row_split) or
     `channels` (heads and MLP channels in proportion to each GPU's memory, each GPU keeping its heads' KV
     cache: no head count has to divide by the GPU count, ExLlamaV3)."""
     speed_fitted: bool = False
@@ -413,6 +414,11 @@ class RuntimeSpec(Record):
     vision_terms: str = ""
     """The rules/vision.toml `[by_runtime]` entry saying how it loads a vision tower (an mmproj file, the
     checkpoint's encoder) and what it reserves for it; empty: none the advisor models."""
+    row_split_removed: tuple[str, ...] = ()
+    """Backends (`cuda`, `rocm`, ...) on which today's builds no longer have the `rows` split (llama.cpp
+    dropped its CUDA split buffer in Jul 2026): the answer says so."""
+    row_split_removed_basis: str = ""
+    """Where `row_split_removed` comes from."""
     flash_attention_backends: tuple[str, ...] = ()
     """Backends (`cuda`, `rocm`, `metal`, `vulkan`, `sycl`, `cpu`) where its flash attention runs, so
     `auto` (llama.cpp's default since 2025) resolves to on; elsewhere auto is off."""
