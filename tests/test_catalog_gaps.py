@@ -19,7 +19,7 @@ NEW_MODELS = ["granite-4.0-h-small", "granite-4.0-h-tiny", "granite-4.0-h-micro"
               "nemotron-h-56b", "gemma-3n-e2b", "gemma-3n-e4b", "glm-4.7", "qwen2.5-vl-7b", "qwen2.5-vl-72b",
               "kimi-k2-thinking"]
 
-NEW_GPUS = ["mi50-32gb", "m5-32gb", "radeon-780m-32gb", "a10g"]
+NEW_GPUS = ["mi50-32gb", "m5-32gb", "radeon-780m-32gb", "a10g", "radeon-890m-64gb"]
 
 CAT = load_catalog(False)
 
@@ -109,3 +109,14 @@ def test_a10g_is_the_aws_variant_of_the_a10() -> None:
     # 80 SMs x 512 dense FP16 FLOP/clk/SM x 1.71 GHz: half the A10's per-SM tensor rate
     assert abs(g.fp16_tflops - 80 * 512 * 1.71e9 / 1e12) < 0.1
     assert abs(a10.fp16_tflops - 72 * 1024 * 1.695e9 / 1e12) < 0.1
+
+
+def test_radeon_890m_is_a_real_hx_370_machine() -> None:
+    g = CAT.gpus["radeon-890m-64gb"]
+    # Framework Laptop 13, Ryzen AI 9 HX 370: 2 x 32 GB DDR5-5600 SO-DIMMs on the 128-bit bus
+    assert g.unified_memory and g.vram_gib == 64
+    assert g.memory_bandwidth_gb_s == 2 * 8 * 5600 / 1000
+    # 16 RDNA 3.5 CUs at 2.9 GHz x 512 dense FP16 FLOP/clk/CU, the per-CU rate of the Strix Halo entry
+    halo = CAT.gpus["ryzen-ai-max-395-128gb"]
+    assert abs(g.fp16_tflops - 16 * 512 * 2.9e9 / 1e12) < 0.01
+    assert abs(halo.fp16_tflops / 40 - g.fp16_tflops / 16) < 0.01

@@ -118,3 +118,135 @@ def test_a_vulkan_igpu_is_offered_no_pytorch_runtime(catalog):
     assert _alternatives(why) == ["llama.cpp", "ollama"]
     for pytorch in ("transformers", "exllamav2"):
         assert "no vulkan back-end" in refusal(catalog, catalog.runtimes[pytorch], rig, model, None)
+
+
+# --- AMD GPUs by gfx target: vLLM's and SGLang's ROCm builds --------------------------------------------------
+
+def test_every_amd_gpu_has_its_gfx_target(catalog):
+    import re
+
+    amd = [g for g in catalog.gpus.values() if g.vendor == "amd"]
+    assert amd and all(re.fullmatch(r"gfx[0-9a-f]{3,4}", g.gfx_target) for g in amd), \
+        [(g.id, g.gfx_target) for g in amd]
+    assert all(not g.gfx_target for g in catalog.gpus.values() if g.vendor != "amd")
+    assert {g.id: g.gfx_target for g in amd if g.id in ("mi50-32gb", "mi300x", "rx-7900-xtx")} == \
+        {"mi50-32gb": "gfx906", "mi300x": "gfx942", "rx-7900-xtx": "gfx1100"}
+
+
+def _check(run_cli, gpu: str, runtime: str) -> dict:
+    import json
+
+    r = run_cli("check", "llama-3.1-8b", "--gpu", gpu, "--runtime", runtime, "--json")
+    assert r.returncode in (0, 1), r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("gpu", ["mi50-16gb", "mi50-32gb", "mi60"])
+def test_vllm_refuses_gfx906_and_names_llama_cpp(run_cli, gpu):
+    d = _check(run_cli, gpu, "vllm")
+    assert not d["runs"] and "CMP001" in {f["code"] for f in d["findings"]}
+    why = d["refusal"]
+    assert "(gfx906)" in why and "gfx942" in why and "docs.vllm.ai" in why
+    assert _alternatives(why)[0] == "llama.cpp" and "vllm" not in _alternatives(why)
+
+
+@pytest.mark.parametrize("gpu", ["mi250x", "mi300x", "rx-7900-xtx", "rx-9070-xt", "ryzen-ai-max-395-128gb"])
+def test_vllm_runs_on_the_targets_its_docs_list(run_cli, gpu):
+    d = _check(run_cli, gpu, "vllm")
+    assert "refusal" not in d and d["runs"]
+
+
+def test_sglang_is_offered_on_instinct_mi300x(run_cli):
+    d = _check(run_cli, "mi300x", "sglang")
+    assert "refusal" not in d and d["runs"] and d["serving"]["kv_cache_tokens"] > 0
+    assert "sglang.launch_server" in d["launch"]["command"]
+
+
+@pytest.mark.parametrize("gpu,target", [("rx-7900-xtx", "gfx1100"), ("mi250x", "gfx90a"), ("mi50-32gb", "gfx906"),
+                                        ("ryzen-ai-max-395-128gb", "gfx1151")])
+def test_sglang_refuses_other_amd_targets_with_the_reason(run_cli, gpu, target):
+    d = _check(run_cli, gpu, "sglang")
+    why = d["refusal"]
+    assert f"({target})" in why and "gfx942, gfx950" in why and "setup_rocm.py" in why
+    assert "sglang" not in _alternatives(why) and "llama.cpp" in _alternatives(why)
+
+
+def test_gfx_targets_are_data_not_a_runtime_name(_isolated_user_dir):
+    """A user runtime like vLLM that declares no AMD targets runs where vLLM is refused, and one that declares
+    only gfx906 is refused where vLLM runs: the engine reads the field, never the id."""
+    from advisor.catalog.load import load_catalog
+    from advisor.engine.compat import refusal
+    from advisor.probe.flags import rig_from_flags
+
+    (_isolated_user_dir / "mine.toml").write_text(
+        '[[runtime]]\nid = "vllm-any"\nname = "vLLM built for every target"\nlike = "vllm"\ngfx_targets = []\n\n'
+        '[[runtime]]\nid = "vllm-906"\nname = "vLLM gfx906 fork"\nlike = "vllm"\ngfx_targets = ["gfx906"]\n'
+        'gfx_targets_basis = "a test"\n', encoding="utf-8")
+    catalog = load_catalog()
+    model = catalog.models["llama-3.1-8b"]
+    mi50, mi300 = rig_from_flags(catalog, ["mi50-32gb"]), rig_from_flags(catalog, ["mi300x"])
+    assert refusal(catalog, catalog.runtimes["vllm"], mi50, model, None)
+    assert not refusal(catalog, catalog.runtimes["vllm-any"], mi50, model, None)
+    assert not refusal(catalog, catalog.runtimes["vllm-906"], mi50, model, None)
+    assert "(gfx942)" in refusal(catalog, catalog.runtimes["vllm-906"], mi300, model, None)
+
+
+# --- ExLlamaV2: the architectures it implements, as data ------------------------------------------------------
+
+@pytest.mark.parametrize("model,cls", [("llama-4-scout", "Llama4ForConditionalGeneration"),
+                                       ("deepseek-v3", "DeepseekV3ForCausalLM"),
+                                       ("kimi-k2", "DeepseekV3ForCausalLM"),
+                                       ("qwen3-next-80b-a3b", "Qwen3NextForCausalLM"),
+                                       ("granite-4.0-h-small", "GraniteMoeHybridForCausalLM"),
+                                       ("nemotron-h-8b", "NemotronHForCausalLM"),
+                                       ("gemma-3-1b", "Gemma3ForCausalLM")])
+def test_exllamav2_refuses_what_it_does_not_implement(run_cli, model, cls):
+    import json
+
+    r = run_cli("check", model, "--gpu", "8xh100-sxm", "--runtime", "exllamav2", "--json")
+    assert r.returncode == 1, r.stderr
+    why = json.loads(r.stdout)["refusal"]
+    assert why.startswith("ExLlamaV2 / TabbyAPI does not implement") and cls in why and "architecture.py" in why
+    assert "exllamav2" not in _alternatives(why)
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen3-30b-a3b", "gemma-3-27b", "mixtral-8x7b", "phi-4",
+                                   "deepseek-r1-distill-qwen-7b", "qwen2.5-vl-7b"])
+def test_exllamav2_still_runs_what_it_implements(catalog, model):
+    from advisor.engine.compat import implements
+
+    assert implements(catalog.runtimes["exllamav2"], catalog.models[model])
+
+
+def test_exllamav2_reasons_name_a_class_it_lacks(catalog):
+    import re
+
+    rt = catalog.runtimes["exllamav2"]
+    assert "LlamaForCausalLM" in rt.architectures and "architecture.py" in rt.architectures_basis
+    assert rt.min_compute_capability == 6.0 and "cudaarch" in rt.hardware_basis
+    for pattern, why in rt.unsupported_models.items():
+        named = re.findall(r"\b\w+For(?:CausalLM|ConditionalGeneration)\b", why.split("(it has")[0])
+        assert named and not set(named) & set(rt.architectures), (pattern, why)
+        assert any(m for m in catalog.models if __import__("fnmatch").fnmatchcase(m, pattern)), pattern
+
+
+@pytest.mark.parametrize("cls,runtime,refused", [("SeedOssForCausalLM", "exllamav2", True),
+                                                 ("LlamaForCausalLM", "exllamav2", False),
+                                                 ("Llama4ForConditionalGeneration", "exllamav3", True),
+                                                 ("SeedOssForCausalLM", "exllamav3", False),
+                                                 ("SeedOssForCausalLM", "vllm", False)])
+def test_a_config_json_model_is_held_to_the_runtime_architectures(catalog, tmp_path, cls, runtime, refused):
+    import json
+
+    from advisor.engine.compat import refusal
+    from advisor.modelfile import read_model
+    from advisor.probe.flags import rig_from_flags
+
+    cfg = {"model_type": "llama", "architectures": [cls], "hidden_size": 64, "intermediate_size": 128,
+           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+           "vocab_size": 96, "max_position_embeddings": 8192}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    spec = read_model(str(tmp_path / "config.json")).spec
+    assert spec.architecture == cls
+    why = refusal(catalog, catalog.runtimes[runtime], rig_from_flags(catalog, ["rtx-4090"]), spec, None)
+    assert bool(why) is refused and (not refused or f"{cls} is not among the architectures it implements" in why)

@@ -87,6 +87,19 @@ class RecurrentRules(Record):
 
 
 @record
+class RowSplitMemoryRules(Record):
+    """How ggml's CUDA split buffer cuts a matrix (llama.cpp -sm row), rules/memory.toml [row_split]."""
+    __pydantic_config__ = _STRICT
+    mmq_rows: dict[str, int]
+    """Rows a device's share is rounded down to (its MMQ tile height): `nvidia` (compute capability
+    `volta_cc` and up), `nvidia_pre_volta`, `amd`."""
+    volta_cc: float
+    """Compute capability from which NVIDIA GPUs take the larger tile."""
+    row_padding: int
+    """Each device's last row is padded to a multiple of this many values (MATRIX_ROW_PADDING)."""
+
+
+@record
 class MemoryRules(Record):
     __pydantic_config__ = _STRICT
     kv_cache: KvCacheRules
@@ -97,6 +110,8 @@ class MemoryRules(Record):
     selection: SelectionRules
     recurrent: RecurrentRules = RecurrentRules(bytes_per_element=4.0)
     """Hybrid and Mamba models' fixed per-sequence state (rules/memory.toml [recurrent])."""
+    row_split: RowSplitMemoryRules
+    """llama.cpp -sm row: how a split matrix's rows are dealt out (rules/memory.toml [row_split])."""
 
 
 # --- rules/speed.toml ---------------------------------------------------------------------------

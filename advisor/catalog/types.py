@@ -100,6 +100,10 @@ class GpuSpec(Record):
     """NVIDIA CUDA compute capability (major.minor, e.g. 8.6); None for other vendors or when unknown."""
     backend: str = ""
     """The GPU programming interface runtimes use on it: `cuda`, `rocm`, `metal`, `sycl` or `vulkan`."""
+    gfx_target: str = ""
+    """AMD GPUs: the LLVM target its kernels are compiled for (`gfx906`, `gfx942`, `gfx1100`), as ROCm's GPU
+    specifications list it; a runtime's `gfx_targets` say which it has kernels for. Empty: not an AMD GPU, or
+    unknown."""
     price: Price | None = None
     """A representative price."""
     sold_in: tuple[int, ...] = ()
@@ -232,6 +236,10 @@ class ModelSpec(Record):
     runtimes that serve images load it (a GGUF's separate mmproj file)."""
     assumptions: tuple[str, ...] = ()
     """What the reader of a model file had to assume because the file did not say (reported as a finding)."""
+    architecture: str = ""
+    """The checkpoint's config.json `architectures` class (`Llama4ForConditionalGeneration`) when the model was
+    read from one; a runtime that lists the classes it implements (`architectures`) refuses any other. Empty:
+    not known (catalog entries name what a runtime lacks in its `unsupported_models`)."""
     native_quant: str = ""
     """The format the weights are published in when it is not 16-bit and files keep it (gpt-oss:
     MXFP4 experts in every GGUF); the advisor then starts its quantization choice there."""
@@ -368,6 +376,11 @@ class RuntimeSpec(Record):
     its vendors' GPUs."""
     backends_basis: str = ""
     """Where `backends` comes from."""
+    gfx_targets: tuple[str, ...] = ()
+    """AMD GPUs: the LLVM targets (a GPU's `gfx_target`) its kernels are built for; an AMD GPU with another target
+    is refused. Empty: any AMD GPU its vendors and back-ends allow."""
+    gfx_targets_basis: str = ""
+    """Where `gfx_targets` comes from."""
     cpu_only: bool = True
     """It can run with no GPU at all."""
     like: str = ""
@@ -385,8 +398,9 @@ class RuntimeSpec(Record):
     """Attention materialises the full score matrix (no fused kernel): its memory grows with the context."""
     tensor_split: str = "heads"
     """How it splits a layer across GPUs: `heads` (attention heads and MLP columns: the head counts must
-    divide by the GPU count, the KV cache is sharded) or `rows` (llama.cpp `-sm row`: matrix rows in
-    proportion to memory, KV cache on the main GPU, synchronised through the host per matrix) or
+    divide by the GPU count, the KV cache is sharded) or `rows` (llama.cpp `-sm row`: each layer with
+    its KV cache on its own GPU as in a layer split, its 2-D matrices cut into row bands over all GPUs, each
+    split multiply synchronised on its own: advisor.engine.placement Placer._row_split) or
     `channels` (heads and MLP channels in proportion to each GPU's memory, each GPU keeping its heads' KV
     cache: no head count has to divide by the GPU count, ExLlamaV3)."""
     speed_fitted: bool = False
@@ -400,6 +414,11 @@ class RuntimeSpec(Record):
     vision_terms: str = ""
     """The rules/vision.toml `[by_runtime]` entry saying how it loads a vision tower (an mmproj file, the
     checkpoint's encoder) and what it reserves for it; empty: none the advisor models."""
+    row_split_removed: tuple[str, ...] = ()
+    """Backends (`cuda`, `rocm`, ...) on which today's builds no longer have the `rows` split (llama.cpp
+    dropped its CUDA split buffer in Jul 2026): the answer says so."""
+    row_split_removed_basis: str = ""
+    """Where `row_split_removed` comes from."""
     flash_attention_backends: tuple[str, ...] = ()
     """Backends (`cuda`, `rocm`, `metal`, `vulkan`, `sycl`, `cpu`) where its flash attention runs, so
     `auto` (llama.cpp's default since 2025) resolves to on; elsewhere auto is off."""
@@ -493,6 +512,11 @@ class RuntimeSpec(Record):
     """Model families it does not implement (e.g. ExLlamaV2 has no gpt-oss)."""
     families_basis: str = ""
     """Where `unsupported_families` comes from."""
+    architectures: tuple[str, ...] = ()
+    """The config.json `architectures` classes it implements; a model read from a config.json whose class is not
+    among them is refused (empty: not declared)."""
+    architectures_basis: str = ""
+    """Where `architectures` comes from."""
     unsupported_models: dict[str, str] = field(default_factory=dict)
     """Models it does not implement within families it otherwise runs: a shell pattern over the model's id
     (`llama-4-*`) -> why, with its source (an architecture it lacks, or a config its code refuses)."""

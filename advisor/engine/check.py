@@ -12,7 +12,7 @@ from advisor.engine import memory as mem
 from advisor.engine import speed as spd
 from advisor.engine.compat import refusal
 from advisor.engine.findings import run_rules
-from advisor.engine.interconnect import link_times
+from advisor.engine.interconnect import link_times, split_matrices
 from advisor.engine.launch import launch_for
 from advisor.engine.loaded import LoadedModel
 from advisor.engine.options import DEFAULT_CTX, FLASH_ATTN, KV_TYPES, SPLITS, WORKLOADS, Options
@@ -337,7 +337,7 @@ def estimate_speed(placement: Placement, rig: Rig, model: ModelSpec, quant: Quan
              f"FP16 tensor throughput at the fitted fraction")
     if not runtime.speed_fitted:
         basis += f" (fitted on llama.cpp; {runtime.name} is assumed to reach the same fractions)"
-    if placement.host.weights_bytes and placement.strategy != "layer_split":
+    if placement.host.weights_bytes and placement.strategy not in ("layer_split", "tensor_parallel"):
         basis += (f"; the part in system RAM is read at {rig.ram_bandwidth_gb_s:g} GB/s "
                   f"({rig.ram_bandwidth_basis or 'given'}) at the rulebook's CPU fraction")
     return Speed(round(decode, 1), round(prefill, 1), round(at_ctx, 1),
@@ -381,8 +381,12 @@ def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant
         verdict = "helps"
     else:
         verdict = "not_needed"
-    what = "tensor parallel does 2 all-reduces per layer per token" if placement.strategy == "tensor_parallel" \
-        else f"layer split moves {model.hidden_size * 4 * streams / 1024:.0f} KiB per token between your GPUs"
+    if placement.strategy == "tensor_parallel" and runtime.tensor_split == "rows":
+        what = f"row split synchronises {split_matrices(model, rules)} split matrix multiplies per token"
+    elif placement.strategy == "tensor_parallel":
+        what = "tensor parallel does 2 all-reduces per layer per token"
+    else:
+        what = f"layer split moves {model.hidden_size * 4 * streams / 1024:.0f} KiB per token between your GPUs"
     if now.link.kind == "network":
         summary = (f"{what}: {share:.1%} of the {phase} time on {now.link.label}; NVLink cannot join machines, "
                    f"so the split between them is what matters (see NVL005).")

@@ -1,7 +1,7 @@
 """Runtime x hardware x model compatibility, read from data: a runtime's lowest compute capability, its
-quantization kernels' lowest compute capability (rules/runtimes.toml), each GPU's compute capability
-(hardware_db), and the model families a runtime does not implement. A refusal names the rule and what
-runs instead."""
+quantization kernels' lowest compute capability, its back-ends and AMD GPU targets (rules/runtimes.toml), each
+GPU's compute capability, back-end and gfx target (hardware_db), and the model families a runtime does not
+implement. A refusal names the rule and what runs instead."""
 
 from __future__ import annotations
 
@@ -23,11 +23,20 @@ def _missing_backends(runtime: RuntimeSpec, rig: Rig) -> list[str]:
     return sorted({g.spec.backend for g in rig.gpus if g.spec.backend} - set(runtime.backends))
 
 
+def _missing_targets(runtime: RuntimeSpec, rig: Rig) -> list[tuple[str, str]]:
+    """(gfx target, GPU name) of the rig's AMD GPUs whose target the runtime has no kernels for
+    (rules/runtimes.toml `gfx_targets` against hardware_db `gfx_target`); a GPU of unknown target passes."""
+    if not runtime.gfx_targets:
+        return []
+    return sorted({(g.spec.gfx_target, g.spec.name) for g in rig.gpus
+                   if g.spec.gfx_target and g.spec.gfx_target not in runtime.gfx_targets})
+
+
 def runtime_runs_here(runtime: RuntimeSpec, rig: Rig) -> bool:
     low = _lowest_cc(rig)
     if runtime.max_gpus and len(rig.gpus) > runtime.max_gpus:
         return False
-    if _missing_backends(runtime, rig):
+    if _missing_backends(runtime, rig) or _missing_targets(runtime, rig):
         return False
     return not (low and runtime.min_compute_capability and low[0] < runtime.min_compute_capability)
 
@@ -39,10 +48,14 @@ def quant_runs_here(runtime: RuntimeSpec, quant: QuantSpec, rig: Rig) -> bool:
 
 
 def _model_gap(runtime: RuntimeSpec, model: ModelSpec) -> str:
-    """Why the runtime lacks code for this model (rules/runtimes.toml `unsupported_models`, patterns over
-    the model's id), or "" when it has it."""
-    return next((why for pattern, why in runtime.unsupported_models.items()
-                 if fnmatchcase(model.id.lower(), pattern)), "")
+    """Why the runtime lacks code for this model (rules/runtimes.toml `unsupported_models`, patterns over the
+    model's id; or, for a model read from a config.json, its class missing from the runtime's `architectures`),
+    or "" when it has it."""
+    why = next((why for pattern, why in runtime.unsupported_models.items()
+                if fnmatchcase(model.id.lower(), pattern)), "")
+    if not why and runtime.architectures and model.architecture and model.architecture not in runtime.architectures:
+        why = f"{model.architecture} is not among the architectures it implements ({runtime.architectures_basis})"
+    return why
 
 
 def implements(runtime: RuntimeSpec, model: ModelSpec) -> bool:
@@ -76,6 +89,11 @@ def refusal(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec, 
     if missing:
         return (f"{runtime.name} has no {', '.join(missing)} back-end (it runs on {', '.join(runtime.backends)}: "
                 f"{runtime.backends_basis}); on this GPU use --runtime {' or '.join(_others(catalog, runtime, rig, model))}")
+    targets = _missing_targets(runtime, rig)
+    if targets:
+        return (f"{runtime.name} has no kernels for {' or '.join(f'{name} ({t})' for t, name in targets)}: its AMD "
+                f"GPU targets are {', '.join(runtime.gfx_targets)} ({runtime.gfx_targets_basis}); on this GPU use "
+                f"--runtime {' or '.join(_others(catalog, runtime, rig, model))}")
     backends = {g.spec.backend for g in rig.gpus if g.spec.backend}
     if quant is not None and quant.id in runtime.quant_backends and backends - set(runtime.quant_backends[quant.id]):
         lacking = sorted(backends - set(runtime.quant_backends[quant.id]))

@@ -337,6 +337,22 @@ def nvl002_split_mode(r: Report, c: Catalog) -> Iterator[Said]:
                       "`--split layer` (llama.cpp -sm layer) needs no fast link.")
 
 
+@rule("SPL001")
+def spl001_row_split_removed(r: Report, c: Catalog) -> Iterator[Said]:
+    """A row split (llama.cpp -sm row) on GPUs whose back-end today's builds of the runtime no longer
+    split by rows on (rules/runtimes.toml row_split_removed): the answer is for older builds."""
+    from advisor.engine.rig import gpu_backend
+
+    rt = r.runtime
+    if r.placement.strategy != "tensor_parallel" or rt.tensor_split != "rows" or not rt.row_split_removed:
+        return
+    gone = sorted({gpu_backend(g.spec) for g in r.rig.gpus} & set(rt.row_split_removed))
+    if gone:
+        yield ("warning", f"{rt.name} builds since July 2026 have no -sm row on the {' or '.join(gone)} back-end "
+                          f"(they stop at load: 'device CUDA0 does not support split buffers'); this row-split answer is "
+                          f"for older builds. With a current build use --split layer (-sm layer).")
+
+
 @rule("NVL003")
 def nvl003_slot(r: Report, c: Catalog) -> Iterator[Said]:
     """A GPU whose installed link is narrower or older than the card's own maximum."""

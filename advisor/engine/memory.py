@@ -294,3 +294,88 @@ def apple_working_set(vram_bytes: int, rules: Rulebook) -> int:
     apple = rules.memory.apple
     small = vram_bytes <= apple.small_max_gib * GIB
     return int(vram_bytes * (apple.small_fraction if small else apple.large_fraction))
+
+
+# --- llama.cpp row split (-sm row) ------------------------------------------------------------------
+# Held to ggml's CUDA split buffer (ggml/src/ggml-cuda/ggml-cuda.cu before PR #24216 removed it, Jul 2026:
+# get_row_rounding, get_row_split, ggml_backend_cuda_split_buffer_type_get_alloc_size) and to which tensors
+# llama.cpp puts in it (src/llama-model.cpp load_tensors: make_gpu_buft_list puts the split buffer type
+# first in every GPU layer's list; select_weight_buft takes it for a weight whose op the device supports
+# from a split buffer, and ggml_backend_cuda_device_supports_op refuses MUL_MAT(_ID) on a split weight
+# with ne[2] > 1 (3-D routed experts) or when the layer's own device gets no rows of it).
+
+
+def row_split_starts(weights: list[float]) -> list[float]:
+    """ggml's `tensor_split` array: each device's first row as a share of the rows, in float32 (the
+    cumulative share of the devices before it). `weights` are -ts values or, by default, each GPU's
+    total memory (ggml_cuda_info().default_tensor_split, from cudaDeviceProp.totalGlobalMem)."""
+    import struct
+
+    f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]  # noqa: E731
+    total, starts = 0.0, []
+    for w in weights:
+        starts.append(total)
+        total = f32(total + f32(float(w)))
+    if total <= 0:
+        return [f32(i / len(weights)) for i in range(len(weights))]
+    return [f32(s / total) for s in starts]
+
+
+def row_rounding(starts: list[float], per_device_rows: list[int]) -> int:
+    """get_row_rounding: the largest MMQ tile height of the devices that get a share of the rows."""
+    n = len(starts)
+    out = 0
+    for i in range(n):
+        nxt = starts[i + 1] if i + 1 < n else 1.0
+        if starts[i] < nxt:
+            out = max(out, per_device_rows[i])
+    return max(out, 1)
+
+
+def row_split_rows(nrows: int, starts: list[float], rounding: int) -> list[int]:
+    """get_row_split: rows of an `nrows`-row matrix on each device (row_low and row_high rounded down to
+    the rounding; the last device takes the rest)."""
+    import struct
+
+    f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]  # noqa: E731
+    n = len(starts)
+    out = []
+    for i in range(n):
+        low = 0 if i == 0 else int(f32(nrows * starts[i]))
+        low -= low % rounding
+        if i == n - 1:
+            high = nrows
+        else:
+            high = int(f32(nrows * starts[i + 1]))
+            high -= high % rounding
+        out.append(max(high - low, 0))
+    return out
+
+
+def row_split_matrices(model: ModelSpec, il: int, layout: WeightsLayout) -> list[tuple[int, int]] | None:
+    """(rows, columns) of the 2-D weight matrices layer `il` puts in a split buffer: attention Q, K, V and
+    output, the dense feed-forward's gate, up and down, and in MoE layers the router and the shared
+    experts (the routed experts are 3-D and stay on the layer's device). None where the layer is not
+    standard attention (multi-head latent attention, recurrent or MLP-only blocks): its matrices are not
+    listed here, and the caller splits its non-expert weights in proportion."""
+    if model.is_mla or layers.layer_kind(model, il) != layers.ATTENTION:
+        return None
+    h, q, kv = model.hidden_size, model.attention_heads * model.head_dim, model.kv_heads * model.head_dim
+    mats = [(q, h), (kv, h), (kv, h), (h, q)]
+    if layout.expert_bytes[il]:
+        mats.append((model.experts, h))
+        if model.shared_experts:
+            ff = model.shared_experts * model.moe_intermediate_size
+            mats += [(ff, h), (ff, h), (h, ff)]
+    else:
+        ff = model.intermediate_size
+        mats += [(ff, h), (ff, h), (h, ff)]
+    return mats
+
+
+def split_matrix_bytes(rows: int, cols: int, bytes_per_weight: float, device_rows: list[int],
+                       row_padding: int) -> list[int]:
+    """Bytes of one split matrix on each device: its rows there, plus the last row padded to a multiple of
+    `row_padding` values (MATRIX_ROW_PADDING) on every device that holds any."""
+    pad = (row_padding - cols % row_padding) % row_padding if row_padding else 0
+    return [int(round((r * cols + (pad if r else 0)) * bytes_per_weight)) for r in device_rows]

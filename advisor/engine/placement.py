@@ -40,6 +40,9 @@ class DeviceUse(Record):
     holds_output: bool = False
     expert_bytes: int = 0
     """Routed-expert weights here (part of `weights_bytes`): a token reads only the experts it chooses."""
+    split_bytes: int = 0
+    """This GPU's rows of the matrices a row split divides over all GPUs (part of `weights_bytes`): every
+    GPU multiplies its rows at the same time; the rest of a layer runs on the layer's own GPU."""
 
     @property
     def total_bytes(self) -> int:
@@ -388,15 +391,12 @@ class Placer:
         if not (row_split or by_memory) and (m.kv_heads % n) and (n % m.kv_heads):
             return self._refused(ctx, f"tensor parallel over {n} GPUs needs the {m.kv_heads} KV heads and "
                                       f"{n} to divide one another")
+        if row_split:
+            return self._row_split(ctx)
         kv_total = sum(self._kv(ctx))
         kv_share = kv_total * max(1 / n, 1 / max(m.kv_heads, 1)) if not m.is_mla else kv_total
         weights = self.layout.total_bytes
-        if row_split:
-            # llama.cpp row split: matrices split by rows; KV cache and the rest on the main GPU.
-            total_cap = sum(self.caps)
-            shares = [weights * c / total_cap for c in self.caps] if total_cap > 0 else [weights / n] * n
-            kvs = [kv_total if i == 0 else 0 for i in range(n)]
-        elif by_memory:
+        if by_memory:
             total_cap = sum(self.caps)
             frac = [c / total_cap for c in self.caps] if total_cap > 0 else [1 / n] * n
             shares = [weights * f for f in frac]
@@ -411,6 +411,87 @@ class Placer:
             for i, g in enumerate(self.rig.gpus))
         ok = all(d.fits for d in devices)
         return Placement("tensor_parallel", devices, self._host(0, 0, 0), fits=ok, runs=ok, gpu_layers=m.layers,
+                         problem="" if ok or self.runtime.supports_cpu_offload else
+                         f"{self.runtime.name} cannot offload to system RAM and the GPUs are too small")
+
+    def _row_tile(self) -> list[int]:
+        """Each GPU's MMQ tile height, the rows its share of a split matrix is rounded to (rules/memory.toml
+        [row_split])."""
+        rs = self.rules.memory.row_split
+        out = []
+        for g in self.rig.gpus:
+            if g.spec.vendor == "nvidia":
+                cc = g.spec.compute_capability
+                out.append(rs.mmq_rows["nvidia" if cc is None or cc >= rs.volta_cc else "nvidia_pre_volta"])
+            else:
+                out.append(rs.mmq_rows.get(g.spec.vendor, rs.mmq_rows["amd"]))
+        return out
+
+    def _row_split(self, ctx: int) -> Placement:
+        """llama.cpp -sm row as its loader places it (src/llama-model.cpp load_tensors, Oct 2024 - Jul 2026):
+        the layers go to the GPUs as in a layer split (split points by free memory or -ts), and with each
+        layer its KV cache, norms, routed experts (3-D: a split buffer refuses them) and compute; only its
+        2-D matrices, and the output head, sit in the split buffer, which gives every GPU a band of rows in
+        proportion to -ts or, by default, to each GPU's total memory (advisor.engine.memory row_split_*).
+        A matrix of which the layer's own GPU would get no rows is not split (the device refuses it)."""
+        m, lay, n = self.model, self.layout, len(self.caps)
+        rs = self.rules.memory.row_split
+        kv = self._kv(ctx)
+        devs = llama_cpp_layer_devices(m.layers, m.layers + 1, self.split_weights)
+        ts = self.options.tensor_split
+        starts = mem.row_split_starts(list(ts) if ts is not None and len(ts) == n and any(ts)
+                                      else [g.spec.vram_bytes for g in self.rig.gpus])
+        rounding = mem.row_rounding(starts, self._row_tile())
+        bpw = (self.quant.linear_bits if self.quant.linear_bits is not None else self.quant.bits_per_weight) / 8
+        own = [0] * n
+        split = [0] * n
+        k, e, nl = [0] * n, [0] * n, [0] * n
+
+        def deal(total: int, d: int, mats: list[tuple[int, int]] | None) -> None:
+            """`total` bytes of non-expert weights of a layer on GPU d: its listed matrices split by rows."""
+            if mats is None:  # matrices not listed: the whole non-expert part in proportion to the shares
+                fr = [(starts[i + 1] if i + 1 < n else 1.0) - starts[i] for i in range(n)]
+                for i in range(n):
+                    split[i] += int(total * fr[i])
+                return
+            left = total
+            for rows, cols in mats:
+                want = int(round(rows * cols * bpw))
+                if want > left:
+                    break  # the layout holds fewer bytes than the listed shapes: the rest stays on GPU d
+                left -= want
+                per = mem.row_split_rows(rows, starts, rounding)
+                if per[d] == 0:
+                    own[d] += want
+                    continue
+                got = mem.split_matrix_bytes(rows, cols, bpw, per, rs.row_padding)
+                scale = want / max(rows * cols * bpw, 1)
+                for i in range(n):
+                    split[i] += int(got[i] * scale)
+            own[d] += left  # norms and anything not listed
+
+        for il in range(m.layers):
+            d = devs[il]
+            ew = lay.expert_bytes[il]
+            own[d] += ew
+            e[d] += ew
+            k[d] += kv[il]
+            nl[d] += 1
+            deal(lay.layer_bytes[il] - ew, d, mem.row_split_matrices(m, il, lay))
+        out_dev = devs[m.layers]
+        deal(lay.output_bytes, out_dev, [(m.vocab_size, m.hidden_size)])
+        if not self.embed_on_host:  # a runtime that keeps the input embedding on the GPU: with layer 0
+            own[devs[0]] += lay.embed_bytes
+        used = {i for i in range(n) if own[i] or split[i]}
+        devices = tuple(
+            DeviceUse(g.label, g.name or g.spec.name, own[i] + split[i], k[i],
+                      self._overhead(ctx, holds_output=(i == out_dev), gpu=i) if i in used else 0,
+                      self.caps[i], nl[i], i == out_dev, e[i], split_bytes=split[i])
+            for i, g in enumerate(self.rig.gpus))
+        ok = all(d.fits for d in devices)
+        return Placement("tensor_parallel", devices, self._host(self.layout.embed_bytes if self.embed_on_host else 0,
+                                                                0, 0),
+                         fits=ok, runs=ok, gpu_layers=m.layers,
                          problem="" if ok or self.runtime.supports_cpu_offload else
                          f"{self.runtime.name} cannot offload to system RAM and the GPUs are too small")
 

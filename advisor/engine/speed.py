@@ -122,20 +122,24 @@ def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSp
     kv = kv_depth_bytes or [0] * len(placement.devices)
     computed = max(tokens if tokens is not None else streams, streams)
     reads = _active_device_bytes(placement, layout, model, max(int(round(computed)), 1))
-    gpu_times = []
-    for i, d in enumerate(placement.devices):
-        if d.total_bytes == 0:
-            continue
+
+    def device_s(i: int, weights: float, kv_bytes: float) -> float:
         g = rig.gpus[i].spec
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
-        mem_t = (reads[i] + kv[i]) / bw
-        flops = 2 * reads[i] / max(quant.bits_per_weight / 8, 1e-9) * computed
-        cmp_t = flops / (g.fp16_tflops * 1e12 * prefill_efficiency(g, quant, rules))
-        gpu_times.append(max(mem_t, cmp_t))
-    if placement.strategy == "tensor_parallel":
-        gpu_s = max(gpu_times) if gpu_times else 0.0
+        flops = 2 * weights / max(quant.bits_per_weight / 8, 1e-9) * computed
+        return max((weights + kv_bytes) / bw, flops / (g.fp16_tflops * 1e12 * prefill_efficiency(g, quant, rules)))
+
+    used = [i for i, d in enumerate(placement.devices) if d.total_bytes]
+    if any(d.split_bytes for d in placement.devices):
+        # a row split (llama.cpp -sm row): the GPUs multiply their rows of each split matrix at the same
+        # time, so the slowest share counts; everything else of a layer (attention over its KV cache,
+        # norms, routed experts) runs on the layer's own GPU, one layer after the other
+        split = max((device_s(i, placement.devices[i].split_bytes, 0) for i in used), default=0.0)
+        gpu_s = split + sum(device_s(i, reads[i] - placement.devices[i].split_bytes, kv[i]) for i in used)
+    elif placement.strategy == "tensor_parallel":
+        gpu_s = max((device_s(i, reads[i], kv[i]) for i in used), default=0.0)
     else:
-        gpu_s = sum(gpu_times)
+        gpu_s = sum(device_s(i, reads[i], kv[i]) for i in used)
     host_s = 0.0
     if placement.host.weights_bytes and placement.strategy in ("cpu_offload", "moe_offload", "cpu_only"):
         host = placement.host
@@ -171,6 +175,27 @@ def prefill_time(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantS
     per_layer = _lookup(s.per_layer_us, backend) * 1e-6
     launch = _lookup(rules.speed.decode.per_layer_us, backend) * 1e-6
     step_cost = float(rules.speed.decode.per_token_us) * 1e-6
+    n_ub = max(1, -(-prompt_tokens // runtime.ubatch))
+    split_w = sum(d.split_bytes for d in placement.devices)
+    if split_w:
+        # a row split: the split matrices' share of the products runs on all GPUs at once; attention and the
+        # rest of each layer (routed experts, norms) on the layer's own GPU, layer after layer
+        split_params = min(split_w / max(quant.bits_per_weight / 8, 1e-9), active_params)
+        split_t, own_t = 0.0, 0.0
+        for i, d in enumerate(placement.devices):
+            if d.total_bytes == 0:
+                continue
+            g = rig.gpus[i].spec
+            peak = g.fp16_tflops * 1e12
+            eff = prefill_efficiency(g, quant, rules)
+            bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
+            layers = d.layers / max(model.layers, 1)
+            split_t = max(split_t, max(2 * split_params * (d.split_bytes / split_w) * prompt_tokens / (peak * eff),
+                                       n_ub * d.split_bytes / bw))
+            own = (2 * (active_params - split_params) * layers * prompt_tokens / (peak * eff)
+                   + attn_flops * layers / (peak * attn_eff))
+            own_t += max(own, n_ub * ((d.weights_bytes - d.split_bytes) / bw + d.layers * launch)) + d.layers * per_layer
+        return StepTimes(split_t + own_t + n_ub * step_cost, 0.0, 0.0)
     times = []
     for i, d in enumerate(placement.devices):
         if d.total_bytes == 0:

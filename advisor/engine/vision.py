@@ -164,12 +164,16 @@ def vision_use(tower: VisionTower | None, terms: str, rules, *, flash_attention:
     if rt.compute == "encoder_profile":
         shards = max(tp, 1) if rt.placement == "tensor_parallel_first_stage" else 1
         devices = tuple(range(min(shards, max(n_gpus, 1)))) if n_gpus else ()
-        per_item = max(tower.item_tokens, 1)
+        weights = f"the encoder's {tower.weight_bytes / MIB:.0f} MiB split over {shards} rank{'s' if shards > 1 else ''}"
+        if not tower.item_tokens:  # a tower known by its parameter count only: no image size to profile
+            return VisionUse(tower, tower.weight_bytes // shards, 0, devices,
+                             weights + "; its profile run is not counted (the largest image it takes is not known)",
+                             sequential=True)
+        per_item = tower.item_tokens
         budget = max(max_num_batched_tokens, per_item)
         images = max(1, min(budget // per_item, (limit if limit is not None else rt.default_limit) * max(max_num_seqs, 1)))
         peak, outputs = encoder_profile_bytes(tower, images, rules)
-        basis = (f"the encoder's {tower.weight_bytes / MIB:.0f} MiB split over {shards} rank{'s' if shards > 1 else ''}, "
-                 f"and the profile run of {images} image{'s' if images > 1 else ''} of {tower.item_tokens} tokens")
+        basis = f"{weights}, and the profile run of {images} image{'s' if images > 1 else ''} of {tower.item_tokens} tokens"
         return VisionUse(tower, tower.weight_bytes // shards, peak // shards, devices, basis, images=images,
                          kept_bytes=outputs // shards, sequential=True)
     return None

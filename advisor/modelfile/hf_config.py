@@ -94,6 +94,9 @@ def architecture(cfg: dict[str, Any], where: Path) -> tuple[str, dict[str, Any],
     if c.get("altup_num_inputs") is not None:
         assumed.append("Gemma 3n's AltUp and LAuReL blocks are not counted in the parameters (small)")
     f["assumptions"] = tuple(assumed)
+    classes = cfg.get("architectures")
+    if isinstance(classes, list) and classes and isinstance(classes[0], str) and len(classes[0]) <= 100:
+        f["architecture"] = classes[0]  # the class transformers (and runtimes keyed on it) load
     return top_type or model_type or "unknown", f, notes
 
 
