@@ -228,6 +228,11 @@ class ModelSpec(Record):
     indexer_head_dim: int = 0
     """DeepSeek V3.2 sparse-attention indexer: the key size it caches per token and layer beside the
     MLA latent (`index_head_dim`; 0: no indexer)."""
+    compress_ratios: tuple[int, ...] = ()
+    """DeepSeek V4 compressed attention, one ratio per layer (config.json `compress_ratios`): every layer
+    caches one shared K=V vector of `head_dim` per token of its `sliding_window`; a layer of ratio r > 0
+    adds one compressed entry per r tokens of the whole context, and the layers of ratio 4 (compressed
+    sparse attention) add the lightning indexer's key of `indexer_head_dim` per entry. Empty: not V4."""
     mtp_layers: int = 0
     """Multi-token-prediction layers in the files (`num_nextn_predict_layers`): not in `layers` nor in
     `params_total`, and not loaded unless speculative decoding asks for them."""
