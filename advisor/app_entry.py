@@ -26,10 +26,10 @@ def make_app(args: argparse.Namespace):
     from advisor.probe.build import build_rig
     from advisor.probe.flags import parse_ram
 
-    from advisor.commands.args import model_from_arg
+    from advisor.commands.args import model_from_arg, wants_mmproj
 
     catalog = load_catalog()
-    ref = model_from_arg(args.model, catalog) if args.model else None
+    ref = model_from_arg(args.model, catalog, mmproj=wants_mmproj(args)) if args.model else None
     loaded = ref if ref is not None and not isinstance(ref, str) else None
     model = resolve(catalog.models, ref, "model") if isinstance(ref, str) else None
     rig = None

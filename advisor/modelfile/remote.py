@@ -523,8 +523,8 @@ def _by_repo(model: LoadedModel, hf_repo: str, hf_file: str) -> LoadedModel:
     return replace(model, hf_repo=hf_repo, hf_file=hf_file)
 
 
-_NO_MMPROJ_HINT = ("it is the vision projector llama-server -hf fetches with the model (and it does not start "
-                   "without it): --no-mmproj answers for text only, without it")
+_NO_MMPROJ_HINT = ("this is the vision projector llama-server -hf fetches with the model, and it does not start "
+                   "without it; --no-mmproj answers for text only")
 
 
 def _relabel(model: LoadedModel, quant_id: str) -> LoadedModel:
@@ -657,7 +657,7 @@ def _ollama_model(src: Source, registry: str, namespace: str, model: str, tag: s
     return replace(loaded, vision=tower)
 
 
-_NO_PROJECTOR_HINT = "Ollama loads this vision projector with the model: --no-mmproj answers for text only, without it"
+_NO_PROJECTOR_HINT = "Ollama loads this vision projector with the model; --no-mmproj answers for text only"
 
 
 def _ollama_closest(base: str, model: str, tag: str) -> str:
