@@ -250,3 +250,40 @@ def test_a_config_json_model_is_held_to_the_runtime_architectures(catalog, tmp_p
     assert spec.architecture == cls
     why = refusal(catalog, catalog.runtimes[runtime], rig_from_flags(catalog, ["rtx-4090"]), spec, None)
     assert bool(why) is refused and (not refused or f"{cls} is not among the architectures it implements" in why)
+
+
+@pytest.mark.parametrize("gpu", ["tesla-p40", "mi50-32gb", "mi300x", "radeon-780m-32gb", "rtx-3090"])
+def test_alternatives_to_an_asked_quantization_load_it_and_run_it(catalog, gpu):
+    from advisor.engine.compat import refusal
+    from advisor.probe.flags import rig_from_flags
+
+    rig = rig_from_flags(catalog, [gpu])
+    vendors = {g.spec.vendor for g in rig.gpus}
+    for model_id in ("llama-3.1-8b", "llama-4-scout", "gpt-oss-20b"):
+        model = catalog.models[model_id]
+        for runtime in catalog.runtimes.values():
+            if not vendors <= set(runtime.vendors):
+                continue
+            for q in (catalog.quants[k] for k in ("awq", "gptq", "fp8", "nf4", "int8")):
+                if not runtime.loads(q):
+                    continue
+                why = refusal(catalog, runtime, rig, model, q, asked=True)
+                if not why:
+                    continue
+                alts = _alternatives(why)
+                if f"no other runtime runs {q.id} here" in why:  # then: runtimes at another quantization
+                    assert all(not refusal(catalog, catalog.runtimes[a], rig, model, None) for a in alts), why
+                    continue
+                for alt in alts:
+                    other = catalog.runtimes[alt]
+                    assert other.loads(q) and not refusal(catalog, other, rig, model, q, asked=True), (why, alt)
+
+
+def test_an_asked_quantization_narrows_what_runs_instead(run_cli):
+    import json
+
+    d = json.loads(run_cli("check", "llama-3.1-8b", "--gpu", "tesla-p40", "--runtime", "vllm", "--quant", "awq",
+                           "--json").stdout)
+    assert _alternatives(d["refusal"]) == ["transformers"]  # llama.cpp and ExLlamaV2 do not load AWQ
+    d = json.loads(run_cli("check", "llama-3.1-8b", "--gpu", "tesla-p40", "--runtime", "vllm", "--json").stdout)
+    assert _alternatives(d["refusal"])[:2] == ["llama.cpp", "ollama"]  # its own choice of quantization: any runtime

@@ -219,7 +219,7 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
         options = replace(options, kv_type=decision.kv_type)
         quant, chosen = placer.quant, True
         choices, why, policy = decision.choices, decision.why, decision.policy
-    refused = refusal(catalog, runtime, rig, model, quant)
+    refused = refusal(catalog, runtime, rig, model, quant, asked=not chosen)
     if refused:
         return _refused_report(catalog, rig, model, quant, chosen, runtime, options, ctx, refused,
                                f"{loaded.source}: {loaded.spec.sources[0]}" if loaded else "catalog")
