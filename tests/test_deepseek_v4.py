@@ -151,3 +151,50 @@ def test_check_json_answers_for_flash(tmp_path: Path) -> None:
     assert out.returncode in (0, 1), out.stderr
     doc = json.loads(out.stdout)
     assert doc
+
+
+# -- catalog ------------------------------------------------------------------------------------------------
+
+ARCH_FIELDS = ("params_total", "params_active", "layers", "hidden_size", "intermediate_size", "attention_heads",
+               "kv_heads", "head_dim", "vocab_size", "max_context", "tied_embeddings", "experts", "experts_active",
+               "shared_experts", "moe_intermediate_size", "dense_layers", "sliding_window", "sliding_window_layers",
+               "qk_rope_head_dim", "indexer_head_dim", "compress_ratios", "mtp_layers", "architecture")
+
+
+@pytest.mark.parametrize("which", ["flash", "pro"])
+def test_catalog_entries_are_what_the_reader_reads_from_the_config(tmp_path: Path, which: str) -> None:
+    cat = load_catalog(False)
+    entry = cat.models[f"deepseek-v4-{which}"]
+    spec = _read(tmp_path, which)
+    assert {f: getattr(entry, f) for f in ARCH_FIELDS} == {f: getattr(spec, f) for f in ARCH_FIELDS}
+    assert entry.native_quant == "fp4-experts-fp8" and not entry.native_expert_bits
+    assert f"deepseek-ai/DeepSeek-V4-{which.title()}" in entry.aliases
+
+
+def test_native_format_sizes_mxfp4_experts_and_fp8_rest() -> None:
+    from advisor.engine.check import resolve_quant
+    cat = load_catalog(False)
+    flash = cat.models["deepseek-v4-flash"]
+    layout = mem.weights_layout(flash, resolve_quant(cat, "fp4-experts-fp8"))
+    experts = 43 * 256 * 3 * 4096 * 2048
+    embed = 129280 * 4096
+    rest = flash.params_total - experts - 2 * embed
+    assert layout.total_bytes == pytest.approx((experts * 4.25 + 2 * embed * 16 + rest * 8) / 8, rel=1e-6)
+    assert 155e9 < layout.total_bytes < 156e9
+
+
+def test_runtimes_that_lack_v4_refuse_and_name_one_that_runs_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def findings(runtime: str, gpu: str) -> list[dict]:
+        out = subprocess.run([sys.executable, "-m", "advisor", "check", "deepseek-v4-flash", "--gpu", gpu,
+                              "--runtime", runtime, "--json"], capture_output=True, text=True, timeout=120)
+        return json.loads(out.stdout)["findings"]
+
+    mlx = [f["message"] for f in findings("mlx", "m3-ultra-512gb") if f["code"] == "CMP001"]
+    assert mlx and "deepseek_v4" in mlx[0] and "llama.cpp" in mlx[0]
+    ex2 = [f["message"] for f in findings("exllamav2", "4xh200-sxm") if f["code"] == "CMP001"]
+    assert ex2 and "DeepseekV4ForCausalLM" in ex2[0] and "vllm" in ex2[0] and "sglang" in ex2[0]
+    for runtime in ("vllm", "sglang", "llama.cpp"):
+        assert not [f for f in findings(runtime, "4xh200-sxm") if f["code"] == "CMP001"], runtime

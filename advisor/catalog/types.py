@@ -205,7 +205,8 @@ class ModelSpec(Record):
     kv_lora_rank: int = 0
     """Multi-head latent attention: compressed KV rank (0: not MLA)."""
     qk_rope_head_dim: int = 0
-    """Multi-head latent attention: decoupled RoPE key dimension cached beside the latent."""
+    """Multi-head latent attention: decoupled RoPE key dimension cached beside the latent. DeepSeek V4
+    (`compress_ratios`): the RoPE slice of its K=V head, which a packed fp8 cache keeps in bf16."""
     expert_layers: tuple[int, ...] = ()
     """Layers that carry the routed experts when they are not simply every layer after `dense_layers`
     (Nemotron-H's `E` blocks, Jamba's every other layer); empty: layers `dense_layers` onwards."""
@@ -280,6 +281,10 @@ class ModelSpec(Record):
             out.append("layer_pattern has recurrent ('r') layers but no recurrent state table")
         if p and "a" not in p and "r" not in p:
             out.append("layer_pattern keeps no cache on any layer")
+        if self.compress_ratios and len(self.compress_ratios) != self.layers:
+            out.append(f"compress_ratios has {len(self.compress_ratios)} entries for {self.layers} layers")
+        if self.compress_ratios and not self.sliding_window:
+            out.append("compress_ratios needs the sliding_window every layer keeps")
         return out
 
     @property
