@@ -198,3 +198,19 @@ def test_runtimes_that_lack_v4_refuse_and_name_one_that_runs_it(tmp_path: Path) 
     assert ex2 and "DeepseekV4ForCausalLM" in ex2[0] and "vllm" in ex2[0] and "sglang" in ex2[0]
     for runtime in ("vllm", "sglang", "llama.cpp"):
         assert not [f for f in findings(runtime, "4xh200-sxm") if f["code"] == "CMP001"], runtime
+
+
+def test_checkpoint_reference_names_are_placed_as_embedding_head_layers_and_mtp() -> None:
+    from advisor.modelfile.gguf_file import Tensor
+    from advisor.modelfile.layout import tally
+
+    def t(name: str, n: int, dtype: str = "BF16", size: float = 2.0) -> Tensor:
+        return Tensor(name, dtype, (n,), n, int(n * size), "f16")
+
+    tensors = (t("embed.weight", 1000), t("head.weight", 1000), t("norm.weight", 10), t("hc_head_fn", 40, "F32", 4),
+               t("layers.0.attn.wkv.weight", 100, "F8_E4M3", 1), t("layers.0.ffn.experts.3.w1.weight", 64, "I8", 1),
+               t("layers.0.ffn.shared_experts.w1.weight", 64, "F8_E4M3", 1), t("mtp.0.ffn.experts.0.w1.weight", 64, "I8", 1))
+    lay = tally(tensors, 1, "safetensors")
+    assert lay.output_present and (lay.layout.embed_bytes, lay.layout.output_bytes) == (2000, 2000)
+    assert lay.layout.layer_bytes == (228,) and lay.layout.expert_bytes == (64,)
+    assert lay.layout.unloaded_bytes == 64  # the MTP block: in the files, not loaded by default
