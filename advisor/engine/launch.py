@@ -37,6 +37,8 @@ class Launch(Record):
     """Environment variables to set first (Ollama's server settings)."""
     modelfile: str = ""
     """The Modelfile text, for launchers that use one."""
+    note: str = ""
+    """Why there is no command (empty `command`): what to do instead."""
 
 
 @record
@@ -185,8 +187,8 @@ def _render_modelfile(entry: Launcher, launcher_id: str, flags: dict[str, Launch
         if flag.value == "fa":
             value = "1" if value == "on" else "0"
         for spelling in flag.names:
-            if spelling == "FROM":
-                lines.insert(0, f"FROM ./{value}")
+            if spelling == "FROM":  # a bare file name in this folder as ./NAME; a path or NAME:TAG as it is
+                lines.insert(0, f"FROM ./{value}" if "/" not in value and value.endswith(".gguf") else f"FROM {value}")
             elif spelling.startswith("PARAMETER "):
                 lines.append(f"{spelling} {value}")
             elif spelling.isupper():
@@ -195,7 +197,7 @@ def _render_modelfile(entry: Launcher, launcher_id: str, flags: dict[str, Launch
                 env.append((spelling, value))
             break
     name = values.get("model", "model") or "model"
-    tag = re.sub(r"[^a-z0-9._-]+", "-", name.lower().removesuffix(".gguf"))[:60] or "model"
+    tag = re.sub(r"[^a-z0-9._-]+", "-", name.rsplit("/", 1)[-1].lower().removesuffix(".gguf"))[:60] or "model"
     envs = " ".join(f"{k}={v}" for k, v in env)
     command = f"{envs + ' ' if envs else ''}ollama serve & ollama create {tag} -f Modelfile && ollama run {tag}"
     return Launch(entry.runtime, launcher_id, command, env=tuple(env), modelfile="\n".join(lines) + "\n")
@@ -528,10 +530,13 @@ def weights_source(rules: LaunchRules, checkpoints, launcher_id: str, model_id: 
 
 def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, options, ctx: int,
                n_layers: int, model_ref: str | None = None, checkpoints=None,
-               hf_gguf: tuple[str, str] | None = None) -> Launch | None:
+               hf_gguf: tuple[str, str] | None = None, local=None) -> Launch | None:
     """The command that realises this placement with the first launcher rules/launch.toml declares for
     the runtime `rt` (None: it has none yet). `hf_gguf`: (`ORG/NAME[:TAG]`, file or "") of a GGUF read
-    from the Hub, which a launcher that runs a model file is given by repo (`-hf`) when it can be."""
+    from the Hub, which a launcher that runs a model file is given by repo (`-hf`) when it can be.
+    `local`: the LoadedModel read from files, whose `path` (a GGUF on this machine), `url` (a GGUF URL,
+    given by `model_url` when the launcher has it) and `ollama` (an Ollama `NAME:TAG`, a Modelfile's
+    `FROM`) say how a program is given it; a model no program can be given as read is said in `note`."""
     ids = launchers_for(rules, rt.id)
     if not ids or not placement.runs:
         return None
@@ -566,7 +571,25 @@ def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, op
             values["model"] = None
             # -hf fetches the repo's mmproj too: an answer for text only says --no-mmproj
             values["no_mmproj"] = "" if options.mm_limit == 0 else None
+        elif local is not None and not local.path:
+            url, name = getattr(local, "url", ""), getattr(local, "ollama", "")
+            if url and "model_url" in _emit_order(rules, ids[0]) and "model_url" in flags:
+                values["model"], values["model_url"] = None, url  # the program downloads it (-mu URL)
+            elif name and rules.launcher[ids[0]].style != "modelfile":
+                return Launch(rt.id, ids[0], "", note=_not_local_note(rules, name))
+    if rules.launcher[ids[0]].style == "modelfile" and local is not None and getattr(local, "ollama", ""):
+        values["model"] = local.ollama  # FROM NAME:TAG: the Ollama model itself, with these settings
     return render(rules, ids[0], values)
+
+
+def _not_local_note(rules: LaunchRules, name: str) -> str:
+    """An Ollama library model answered for a runtime that runs a file: the file is not on this machine."""
+    ollama = next((e for e in rules.launcher.values() if e.style == "modelfile"), None)
+    if ollama is None:
+        return f"{name} is an Ollama library model that is not on this machine: no file to give the program"
+    return (f"{name} is an Ollama library model that is not in this machine's Ollama store: `{ollama.program} pull "
+            f"{name}` puts its GGUF there (ask again then for this command with its file), and `{ollama.program} run "
+            f"{name}` is the command for the Ollama runtime (--runtime {ollama.runtime})")
 
 
 def vision_settings(vision, options) -> dict[str, str | None]:
