@@ -96,7 +96,7 @@ def test_one_mmproj_attached_from_its_header(repos, files, vl) -> None:
     assert t is not None and (t.source, t.kind, t.exact, t.path) == ("mmproj", "gemma3", True, "")
     assert t.weight_bytes == sum(vl["bf16_expected"].values()) and t.hidden_size == 1001
     assert t.fetched == "org/VL-GGUF/mmproj-F16.gguf" and t.warmup_patches == (896 // 14) ** 2
-    assert (lm.hf_repo, lm.hf_file) == ("org/VL-GGUF:Q4_K_M", "")
+    assert (lm.hf_repo, lm.hf_file) == ("org/VL-GGUF:Q4_K_M", "") and lm.spec.vision_params == t.params
     assert all(r.startswith("bytes=") for p, r, _ in repos.log if "mmproj" in p)  # by range only
     assert repos.sent("mmproj") < 2 * MIB < len(vl["bf16"]) / 8  # the header, not the 16 MB of tensors
 
@@ -254,3 +254,19 @@ def test_ollama_local_store_projector(tmp_path, monkeypatch, files, vl) -> None:
     lm = read_model("ollama:vis:4b")
     assert lm.vision.hidden_size == 1002 and Path(lm.vision.path).parent == store / "blobs"
     assert read_model("ollama:vis:4b", mmproj=False).vision is None
+
+
+def test_catalog_add_records_the_projector(repos, vl, tmp_path) -> None:
+    """A catalog entry written from a VL GGUF repo records its tower's parameters, as one from a checkpoint
+    does; asked by its id afterwards (offline, no file), the answer says the tower is left out (ARC003)."""
+    env = {"ADVISOR_CONFIG_DIR": str(tmp_path / "cfg")}
+    r = _cli("catalog", "add", "org/VL-GGUF:Q4_K_M", env=env)
+    assert r.returncode == 0, r.stderr
+    e = vl["bf16_expected"]
+    params = (e["v.patch_embd.weight"] + e["v.blk.0.attn_q.weight"]) // 2 + e["v.blk.0.ln1.weight"] // 4
+    assert f"vision_params = {params}" in (tmp_path / "cfg" / "models-added.toml").read_text()
+    r = _cli("check", "vl", "--gpu", "rtx-3090", "--json", env={**env, "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["model"]["id"] == "vl" and "vision" not in doc
+    assert any(f["code"] == "ARC003" and "vision tower" in f["message"] for f in doc["findings"])

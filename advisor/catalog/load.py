@@ -171,7 +171,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "sliding_window": (0, 1e8), "sliding_window_layers": (0, 2048), "kv_lora_rank": (0, 1e5),
     "qk_rope_head_dim": (0, 1e5), "conv_kernel": (0, 64), "inner_size": (1, 1e6), "state_size": (1, 1e5),
     "group_count": (0, 1e5), "global_kv_heads": (0, 1e5), "global_head_dim": (0, 1e5),
-    "per_layer_embed_params": (0, 1e12), "indexer_head_dim": (0, 1e5), "mtp_layers": (0, 64),
+    "per_layer_embed_params": (0, 1e12), "indexer_head_dim": (0, 1e5), "mtp_layers": (0, 64), "indexer_ratio": (1, 1e6),
     "vision_params": (0, 1e12), "expert_matrices": (1, 4), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64), "head_bits": (0.5, 64),
     "kld": (0, 100), "context_mib": (0, 1e6), "ubatch": (1, 1e6), "compute_fixed_mib": (0, 1e6), "reserve_mib_other_gpus": (0, 1e6), "max_gpus": (0, 1024),
     "gpu_memory_utilization": (0, 1), "ram_gib": (0.001, 65536), "kv_pad_cells": (0, 1e6),

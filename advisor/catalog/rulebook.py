@@ -87,6 +87,22 @@ class RecurrentRules(Record):
 
 
 @record
+class CompressedKvRules(Record):
+    """How runtimes store DeepSeek V4's compressed-attention cache (rules/memory.toml [compressed_kv])."""
+    __pydantic_config__ = _STRICT
+    indexer_ratio: int
+    """The compress ratio whose layers carry the lightning indexer (compressed sparse attention)."""
+    rope_bytes_per_element: dict[str, float]
+    """Per KV cache type that packs an entry: bytes per value of its RoPE part (kept in bf16)."""
+    entry_scale_bytes: dict[str, int]
+    """Per KV cache type that packs an entry: scale bytes per cached K=V entry."""
+    indexer_scale_bytes: dict[str, int]
+    """Per KV cache type: scale bytes per indexer key."""
+    state_bytes_per_element: float
+    """Bytes per value of the compressors' per-sequence decode state."""
+
+
+@record
 class RowSplitMemoryRules(Record):
     """How ggml's CUDA split buffer cuts a matrix (llama.cpp -sm row), rules/memory.toml [row_split]."""
     __pydantic_config__ = _STRICT
@@ -118,6 +134,8 @@ class MemoryRules(Record):
     selection: SelectionRules
     recurrent: RecurrentRules = RecurrentRules(bytes_per_element=4.0)
     """Hybrid and Mamba models' fixed per-sequence state (rules/memory.toml [recurrent])."""
+    compressed_kv: CompressedKvRules
+    """DeepSeek V4's compressed-attention cache (rules/memory.toml [compressed_kv])."""
     row_split: RowSplitMemoryRules
     """llama.cpp -sm row: how a split matrix's rows are dealt out (rules/memory.toml [row_split])."""
     tensor_split: TensorSplitMemoryRules = TensorSplitMemoryRules(ffn_columns={"default": 128})

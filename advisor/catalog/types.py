@@ -205,7 +205,8 @@ class ModelSpec(Record):
     kv_lora_rank: int = 0
     """Multi-head latent attention: compressed KV rank (0: not MLA)."""
     qk_rope_head_dim: int = 0
-    """Multi-head latent attention: decoupled RoPE key dimension cached beside the latent."""
+    """Multi-head latent attention: decoupled RoPE key dimension cached beside the latent. DeepSeek V4
+    (`compress_ratios`): the RoPE slice of its K=V head, which a packed fp8 cache keeps in bf16."""
     expert_layers: tuple[int, ...] = ()
     """Layers that carry the routed experts when they are not simply every layer after `dense_layers`
     (Nemotron-H's `E` blocks, Jamba's every other layer); empty: layers `dense_layers` onwards."""
@@ -228,6 +229,11 @@ class ModelSpec(Record):
     indexer_head_dim: int = 0
     """DeepSeek V3.2 sparse-attention indexer: the key size it caches per token and layer beside the
     MLA latent (`index_head_dim`; 0: no indexer)."""
+    compress_ratios: tuple[int, ...] = ()
+    """DeepSeek V4 compressed attention, one ratio per layer (config.json `compress_ratios`): every layer
+    caches one shared K=V vector of `head_dim` per token of its `sliding_window`; a layer of ratio r > 0
+    adds one compressed entry per r tokens of the whole context, and the layers of ratio 4 (compressed
+    sparse attention) add the lightning indexer's key of `indexer_head_dim` per entry. Empty: not V4."""
     mtp_layers: int = 0
     """Multi-token-prediction layers in the files (`num_nextn_predict_layers`): not in `layers` nor in
     `params_total`, and not loaded unless speculative decoding asks for them."""
@@ -275,6 +281,10 @@ class ModelSpec(Record):
             out.append("layer_pattern has recurrent ('r') layers but no recurrent state table")
         if p and "a" not in p and "r" not in p:
             out.append("layer_pattern keeps no cache on any layer")
+        if self.compress_ratios and len(self.compress_ratios) != self.layers:
+            out.append(f"compress_ratios has {len(self.compress_ratios)} entries for {self.layers} layers")
+        if self.compress_ratios and not self.sliding_window:
+            out.append("compress_ratios needs the sliding_window every layer keeps")
         return out
 
     @property

@@ -10,6 +10,9 @@ sequence for the others, (n_embd_r + n_embd_s) values each (src/llama-hparams.cp
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+from advisor.catalog.rulebook import CompressedKvRules
 from advisor.catalog.types import LAYER_KINDS, ModelSpec
 
 ATTENTION, RECURRENT, NONE = LAYER_KINDS
@@ -47,3 +50,40 @@ def kv_elements_per_token(model: ModelSpec, sliding: bool) -> int:
 def state_elements(model: ModelSpec) -> int:
     """Recurrent-state values per recurrent layer and sequence (0 without recurrent layers)."""
     return model.recurrent.elements if model.recurrent is not None else 0
+
+
+class CompressedEntry(NamedTuple):
+    """Bytes of one cached DeepSeek V4 entry as a runtime stores it, for one KV cache type."""
+    entry: float
+    """One shared K=V vector of head_dim."""
+    indexer: float
+    """One lightning-indexer key of indexer_head_dim."""
+    indexer_ratio: int
+    """The compress ratio whose layers carry the indexer."""
+    state: float
+    """Bytes per value of the compressors' decode state."""
+
+
+def compressed_entry_bytes(model: ModelSpec, kv_type: str, elem: float, rules: CompressedKvRules) -> CompressedEntry:
+    """A cache type that packs entries (SGLang's fp8: 448 fp8 values, 64 RoPE values in bf16, 8 scale
+    bytes = 584 bytes for head_dim 512) keeps the RoPE part at its own width and adds scale bytes; any
+    other stores head_dim values of `elem` bytes (rules/memory.toml [compressed_kv])."""
+    rope = model.qk_rope_head_dim
+    if kv_type in rules.rope_bytes_per_element:
+        entry = (model.head_dim - rope) * elem + rope * rules.rope_bytes_per_element[kv_type]
+    else:
+        entry = model.head_dim * elem
+    entry += rules.entry_scale_bytes.get(kv_type, 0)
+    indexer = model.indexer_head_dim * elem + rules.indexer_scale_bytes.get(kv_type, 0)
+    return CompressedEntry(entry, indexer, rules.indexer_ratio, rules.state_bytes_per_element)
+
+
+def compressor_state_elements(model: ModelSpec, ratio: int, ckv: CompressedEntry) -> int:
+    """Values of a compressed layer's fixed decode state per sequence: kv_state and score_state of
+    2 x ratio x coff x head_dim (coff 2 for the overlapping windows of the indexer-ratio layers), plus the
+    indexer's own compressor on those layers."""
+    overlap = 2 if ratio == ckv.indexer_ratio else 1
+    values = 2 * ratio * overlap * model.head_dim
+    if ratio == ckv.indexer_ratio and model.indexer_head_dim:
+        values += 2 * ratio * 2 * model.indexer_head_dim
+    return values

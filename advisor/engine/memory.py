@@ -112,7 +112,30 @@ def kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, kv_type: str, rules: Ru
     """
     elem = float(rules.memory.kv_cache.bytes_per_element[kv_type])
     state = float(rules.memory.recurrent.bytes_per_element)
+    if model.compress_ratios:
+        ckv = layers.compressed_entry_bytes(model, kv_type, elem, rules.memory.compressed_kv)
+        return _compressed_kv_bytes_per_layer(model, ctx_cells, sequences, swa_cells, ckv)
     return _kv_bytes_per_layer(model, ctx_cells, elem, sequences, state, swa_cells)
+
+
+@lru_cache(maxsize=4096)
+def _compressed_kv_bytes_per_layer(model: ModelSpec, ctx_cells: int, sequences: int, swa_cells: int | None,
+                                   ckv: layers.CompressedEntry) -> tuple[int, ...]:
+    """DeepSeek V4: each layer's window of shared K=V entries, its compressed entries (one per `ratio`
+    tokens, rounded up: the pool a runtime sizes for the whole context), the indexer keys of the
+    indexer-ratio layers and the compressors' fixed state, per sequence."""
+    window = min(ctx_cells, model.sliding_window if swa_cells is None else swa_cells)
+    out = []
+    for il in range(model.layers):
+        ratio = model.compress_ratios[il] if il < len(model.compress_ratios) else 0
+        per_seq = window * ckv.entry
+        if ratio:
+            pooled = -(-ctx_cells // ratio)
+            per_seq += pooled * ckv.entry + int(layers.compressor_state_elements(model, ratio, ckv) * ckv.state)
+            if ratio == ckv.indexer_ratio and model.indexer_head_dim:
+                per_seq += pooled * ckv.indexer
+        out.append(int(round(per_seq * sequences)))
+    return tuple(out)
 
 
 def swa_kv_cells(model: ModelSpec, runtime: RuntimeSpec, ctx_cells: int, seqs_per_stream: int, ubatch: int,

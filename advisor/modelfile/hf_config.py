@@ -88,6 +88,12 @@ def architecture(cfg: dict[str, Any], where: Path) -> tuple[str, dict[str, Any],
     f["tied_embeddings"] = tied if isinstance(tied, bool) else True
     assumed: list[str] = []
     f.update(hybrid.layer_fields(c, layers, hidden, where, assumed))
+    compressed = hybrid.compressed_fields(c, layers, where, assumed)
+    if compressed:  # DeepSeek V4: the window is every layer's, the note from _sliding does not apply
+        f.update(compressed)
+        notes[:] = [n for n in notes if not n.startswith("sliding window")]
+        if c.get("intermediate_size") is None and experts:  # no dense layers: the shared expert's width
+            f["intermediate_size"] = f["moe_intermediate_size"]
     if c.get("enable_moe_block") is True:
         assumed.append("Gemma 4 MoE layers run a dense MLP beside their experts: counted as an always-on shared "
                        "expert of intermediate_size")
@@ -167,6 +173,10 @@ def estimate_params(cfg: dict[str, Any], f: dict[str, Any], where: Path) -> tupl
     ple_width = ple // (L * get_int(c, ("vocab_size_per_layer_input", "vocab_size"), where, "vocab_size")) if ple else 0
     total += ple + (H * L * ple_width + ple_width if ple else 0)  # table, model projection and its norm
     unused = 0
+    ratios = f.get("compress_ratios") or ()
+    hc_layer, hc_head = hybrid.hyper_connection_params(c, H, where) if ratios else (0, 0)
+    total += hc_head
+    hash_layers = get_int(c, "num_hash_layers", where, "dense_layers", 0) if ratios else 0
     for il in range(L):
         kind = pattern[il]
         if hop and len(hop) == L:
@@ -184,6 +194,10 @@ def estimate_params(cfg: dict[str, Any], f: dict[str, Any], where: Path) -> tupl
             mixer = attn_global
         else:
             mixer = attn
+        if ratios:  # DeepSeek V4: its own attention and compressor, two hyper-connections per layer
+            mixer = hybrid.compressed_attention_params(c, H, ratios[il], where) + hc_layer
+            if is_moe and il < hash_layers:  # hash routing: a token-to-expert table instead of the router bias
+                mixer += V * k - (E if c.get("topk_method") == "noaux_tc" else 0)
         total += mixer + norms + (moe_mlp if is_moe else dense_mlp)
         if ple:  # per-layer input gate and projection, and their norm
             total += 2 * H * ple_width + H

@@ -16,6 +16,13 @@ Keys as the models' own configs spell them (transformers' configuration classes)
   layers use `num_global_key_value_heads` x `global_head_dim`; per-layer embeddings of
   `vocab_size_per_layer_input` x layers x `hidden_size_per_layer_input`.
 - DeepSeek V3.2: the sparse-attention indexer caches a key of `index_head_dim` per token and layer.
+- DeepSeek V4 (`compress_ratios`, one per layer, the list one longer for the MTP layer): shared K=V
+  multi-query attention of `head_dim` over a `sliding_window` on every layer, plus a compressed pool on
+  layers of ratio > 0; ratio 4 (compressed sparse attention) adds the lightning indexer (`index_n_heads` x
+  `index_head_dim`, top `index_topk`); manifold-constrained hyper-connections of `hc_mult` streams.
+  Shapes as huggingface/transformers src/transformers/models/deepseek_v4/modular_deepseek_v4.py @02356fec
+  builds them (DeepseekV4Attention, DeepseekV4CSACompressor, DeepseekV4HCACompressor, DeepseekV4Indexer,
+  DeepseekV4HyperConnection, DeepseekV4HyperHead, DeepseekV4HashRouter).
 - MTP layers: `num_nextn_predict_layers` (DeepSeek V3, GLM-4.5+), `mtp_num_hidden_layers` (Qwen).
 """
 
@@ -79,6 +86,76 @@ def layer_fields(c: dict[str, Any], layers: int, hidden: int, where: Path, assum
         f["expert_matrices"] = 2
     f["mtp_layers"] = get_int(c, ("num_nextn_predict_layers", "mtp_num_hidden_layers"), where, "dense_layers", 0)
     return f
+
+
+# DeepSeek V4's compressed sparse attention (the layers with the lightning indexer and overlapping windows)
+# compresses 4 tokens per entry, its heavily compressed attention 128 (transformers DeepseekV4Config
+# compress_rates, modular_deepseek_v4.py @02356fec).
+CSA_RATIO, HCA_RATIO = 4, 128
+
+
+def compressed_fields(c: dict[str, Any], layers: int, where: Path, assumed: list[str]) -> dict[str, Any]:
+    """DeepSeek V4's per-layer compress ratios, window and indexer, when the config has them."""
+    ratios = c.get("compress_ratios")
+    if not isinstance(ratios, list) or not ratios:
+        return {}
+    if len(ratios) > 4096 or not all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= 1 << 20
+                                     for r in ratios):
+        assumed.append("compress_ratios is not a list of small non-negative integers: every layer counted as "
+                       "plain attention with a KV cache")
+        return {}
+    if len(ratios) < layers:
+        assumed.append(f"compress_ratios lists {len(ratios)} of {layers} layers: the rest counted as "
+                       "sliding-window only")
+    per_layer = tuple(ratios[:layers]) + (0,) * max(layers - len(ratios), 0)
+    odd = sorted({r for r in per_layer if r not in (0, CSA_RATIO, HCA_RATIO)})
+    if odd:
+        assumed.append(f"compress ratio {', '.join(map(str, odd))} is not one the reference implements "
+                       f"(0, {CSA_RATIO}, {HCA_RATIO}): counted as a compressed pool without an indexer")
+    window = get_int(c, "sliding_window", where, "sliding_window", 0)
+    if not window:
+        assumed.append("compress_ratios without sliding_window: a window of 128 tokens assumed (DeepSeek V4)")
+        window = 128
+    f: dict[str, Any] = {"compress_ratios": per_layer, "sliding_window": window, "sliding_window_layers": layers,
+                         "qk_rope_head_dim": get_int(c, "qk_rope_head_dim", where, "qk_rope_head_dim", 0),
+                         "indexer_head_dim": get_int(c, "index_head_dim", where, "experts", 0)
+                         if CSA_RATIO in per_layer else 0}
+    return f
+
+
+def compressed_attention_params(c: dict[str, Any], hidden: int, ratio: int, where: Path) -> int:
+    """Weights of one DeepSeek V4 attention block of compress ratio `ratio` (modular_deepseek_v4.py @02356fec).
+
+    DeepseekV4Attention: q_a_proj (hidden x q_lora_rank), q_norm, q_b_proj (q_lora_rank x heads x head_dim),
+    kv_proj (hidden x head_dim, one K=V head), kv_norm, grouped o_a_proj (heads x head_dim x o_lora_rank in
+    o_groups blocks), o_b_proj (o_groups x o_lora_rank x hidden), one attention sink per head. A compressor
+    (ratio > 0): kv_proj and gate_proj of hidden x coff x head_dim, position_bias of ratio x coff x
+    head_dim, kv_norm (coff 2 for the overlapping ratio-4 windows). The ratio-4 indexer: its own compressor
+    at index_head_dim (coff 2), q_b_proj (q_lora_rank x index_n_heads x index_head_dim) and weights_proj
+    (hidden x index_n_heads)."""
+    g = lambda keys, default=0: get_int(c, keys, where, "any", default)  # noqa: E731
+    heads, hd, q_lora = g("num_attention_heads"), g("head_dim"), g("q_lora_rank")
+    o_lora, o_groups = g("o_lora_rank"), g("o_groups", 1)
+    n = hidden * q_lora + q_lora + q_lora * heads * hd + hidden * hd + hd + heads * hd * o_lora \
+        + o_groups * o_lora * hidden + heads
+    if ratio:
+        coff = 2 if ratio == CSA_RATIO else 1
+        n += 2 * hidden * coff * hd + ratio * coff * hd + hd
+    if ratio == CSA_RATIO:
+        ihd, ih = g("index_head_dim"), g("index_n_heads")
+        n += 2 * hidden * 2 * ihd + ratio * 2 * ihd + ihd + q_lora * ih * ihd + hidden * ih
+    return n
+
+
+def hyper_connection_params(c: dict[str, Any], hidden: int, where: Path) -> tuple[int, int]:
+    """(per layer, final head) weights of DeepSeek V4's hyper-connections: two DeepseekV4HyperConnection
+    per layer, each fn ((2 + hc) x hc, hc x hidden), base and 3 scales; DeepseekV4HyperHead hc_fn
+    (hc, hc x hidden), hc_base and one scale."""
+    hc = get_int(c, "hc_mult", where, "any", 0)
+    if not hc:
+        return 0, 0
+    mix = (2 + hc) * hc
+    return 2 * (mix * hc * hidden + mix + 3), hc * hc * hidden + hc + 1
 
 
 def _pattern(c: dict[str, Any], layers: int, where: Path, assumed: list[str]) -> str:

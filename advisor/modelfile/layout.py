@@ -4,7 +4,8 @@ GGUF names: `token_embd.*` (input embedding), `output.*` (output head), `blk.{i}
 routed experts `blk.{i}.ffn_{gate,up,down,gate_up}_exps.*` (shared experts are `_shexp`, not
 counted as routed). Safetensors names (after a `model.`, `model.language_model.` or
 `language_model.model.` prefix): `embed_tokens.*`, `lm_head.*`, `layers.{i}.*`, routed experts
-`layers.{i}.mlp.experts.*` / `block_sparse_moe.experts.*` (not `shared_experts`). Per-layer
+`layers.{i}.mlp.experts.*` / `block_sparse_moe.experts.*` / DeepSeek V4's `layers.{i}.ffn.experts.*` (not
+`shared_experts`); DeepSeek V4's reference names `embed.weight` and `head.weight`. Per-layer
 embeddings (Gemma 3n/4 `per_layer_token_embd`, `embed_tokens_per_layer`) sit with the input
 embedding. Layers past the layer count and `mtp.*` tensors are multi-token-prediction layers, in the
 file but not loaded by default (`unloaded_bytes`). Everything else (final norm, rope tables) counts in
@@ -100,11 +101,13 @@ def _classify(name: str, scheme: str) -> tuple[str, int, bool]:
             if name.startswith(prefix):
                 key = name[len(prefix):]
                 break
-    if key.startswith(("embed_tokens.", "embed_tokens_per_layer.")):
+    # DeepSeek V4's checkpoint keeps its reference names: `embed.weight`, `head.weight` (SGLang's V4 loader maps
+    # them to model.embed_tokens / lm_head: remap_weight_name_to_dpsk_hf_format, search-index file id 54489672361).
+    if key.startswith(("embed_tokens.", "embed_tokens_per_layer.")) or name == "embed.weight":
         return "embed", 0, False
     if key.startswith("mtp.") or name.startswith("mtp."):
         return "mtp", 0, False
-    if key.startswith("lm_head."):
+    if key.startswith("lm_head.") or name == "head.weight":
         return "output", 0, False
     m = _ST_LAYER.match(key)
     if m:

@@ -499,10 +499,8 @@ def _with_mmproj(src: Source, model: LoadedModel, repo: str, first: str, sizes: 
     name = pick_mmproj(sizes, first) if wanted else ""
     if not name:
         return model
-    from dataclasses import replace
-
     from advisor.modelfile.gguf_file import read_gguf_stream
-    from advisor.modelfile.vision import mmproj_tower, rules
+    from advisor.modelfile.vision import attach, mmproj_tower, rules
 
     what = f"{repo}/{name}"
     try:
@@ -513,7 +511,7 @@ def _with_mmproj(src: Source, model: LoadedModel, repo: str, first: str, sizes: 
     except AdvisorError as exc:
         exc.hint = "; ".join(h for h in (exc.hint, _NO_MMPROJ_HINT) if h)
         raise
-    return replace(model, vision=tower)
+    return attach(model, tower)
 
 
 def _by_repo(model: LoadedModel, hf_repo: str, hf_file: str) -> LoadedModel:
@@ -641,9 +639,7 @@ def _ollama_model(src: Source, registry: str, namespace: str, model: str, tag: s
         raise RemoteError(f"{what}: the manifest's projector layer has no sha256 digest", "")
     if not isinstance(psize, int) or isinstance(psize, bool) or psize <= 0:
         psize = None
-    from dataclasses import replace
-
-    from advisor.modelfile.vision import mmproj_tower, rules
+    from advisor.modelfile.vision import attach, mmproj_tower, rules
 
     plabel = f"{display} projector (blob {pdigest[7:19]}…)"
     try:
@@ -654,7 +650,7 @@ def _ollama_model(src: Source, registry: str, namespace: str, model: str, tag: s
     except AdvisorError as exc:
         exc.hint = "; ".join(h for h in (exc.hint, _NO_PROJECTOR_HINT) if h)
         raise
-    return replace(loaded, vision=tower)
+    return attach(loaded, tower)
 
 
 _NO_PROJECTOR_HINT = "Ollama loads this vision projector with the model; --no-mmproj answers for text only"

@@ -102,11 +102,9 @@ def read_ollama(ref: str, *, mmproj: bool = True) -> LoadedModel:
     if not projector.is_file():
         raise AdvisorError(f"ollama model {display}: its projector blob {projector.name[:19]}… is missing from "
                            f"{root / 'blobs'}", f"run `ollama pull {display}` again, or pass --no-mmproj for text only")
-    from dataclasses import replace
+    from advisor.modelfile.vision import attach, from_mmproj, rules
 
-    from advisor.modelfile.vision import from_mmproj, rules
-
-    return replace(loaded, vision=from_mmproj(projector, rules()))
+    return attach(loaded, from_mmproj(projector, rules()))
 
 
 def _split_tag(ref: str) -> tuple[str, str]:

@@ -251,6 +251,14 @@ def from_tensors(vision: tuple[Tensor, ...], cfg: dict[str, Any], where: Path, r
     return replace(counted, params=n, weight_bytes=nbytes, source="checkpoint", exact=True, assumptions=assumed)
 
 
+def attach(model, tower: VisionTower):
+    """A LoadedModel with the tower its files ship beside it (an mmproj): `vision`, and the spec's
+    `vision_params` (what a catalog entry written from it records)."""
+    from dataclasses import replace
+
+    return replace(model, vision=tower, spec=replace(model.spec, vision_params=tower.params))
+
+
 def from_mmproj(path: Path, rules, *, display: str | None = None) -> VisionTower:
     """An mmproj GGUF (llama.cpp's vision tower file): its exact tensor bytes and the `clip.*` keys that
     size its compute buffer (tools/mtmd/clip-impl.h: clip.projector_type or clip.vision.projector_type,
