@@ -92,6 +92,9 @@ def layer_fields(c: dict[str, Any], layers: int, hidden: int, where: Path, assum
 # compresses 4 tokens per entry, its heavily compressed attention 128 (transformers DeepseekV4Config
 # compress_rates, modular_deepseek_v4.py @02356fec).
 CSA_RATIO, HCA_RATIO = 4, 128
+KV_LAYOUT_ASSUMED = ("DeepSeek V4's cache is sized as SGLang's pool stores it (rules/memory.toml [compressed_kv]: "
+                     "584-byte fp8 K=V entries, 132-byte indexer keys, fp32 compressor state); vLLM's and llama.cpp's "
+                     "page and cell padding of the compressed pools is not modelled")
 
 
 def compressed_fields(c: dict[str, Any], layers: int, where: Path, assumed: list[str]) -> dict[str, Any]:
@@ -116,6 +119,7 @@ def compressed_fields(c: dict[str, Any], layers: int, where: Path, assumed: list
     if not window:
         assumed.append("compress_ratios without sliding_window: a window of 128 tokens assumed (DeepSeek V4)")
         window = 128
+    assumed.append(KV_LAYOUT_ASSUMED)
     f: dict[str, Any] = {"compress_ratios": per_layer, "sliding_window": window, "sliding_window_layers": layers,
                          "qk_rope_head_dim": get_int(c, "qk_rope_head_dim", where, "qk_rope_head_dim", 0),
                          "indexer_head_dim": get_int(c, "index_head_dim", where, "experts", 0)
