@@ -231,3 +231,26 @@ def test_only_the_fp4_expert_config_is_the_mixed_format() -> None:
     assert _declared_quant({"expert_dtype": "fp4"}, {"quant_method": "fp8"}) == "fp4-experts-fp8"
     assert _declared_quant({}, {"quant_method": "fp8"}) == ""  # sgl-project's all-FP8 copies
     assert _declared_quant({"expert_dtype": "fp4"}, None) == ""
+
+
+def test_a_deepseek4_gguf_keeps_its_compressed_cache(tmp_path: Path) -> None:
+    """llama.cpp's deepseek4 GGUF (PR #24162): `{arch}.attention.compress_ratios` one per block (the MTP block
+    included), the window in `attention.sliding_window`, the indexer key in `attention.indexer.key_length`."""
+    pytest.importorskip("gguf")
+    from test_modelfile import Tiny, make_gguf
+
+    arch = "deepseek4"
+    extra = {f"{arch}.attention.compress_ratios": [0, 4, 128, 4, 0], f"{arch}.nextn_predict_layers": 1,
+             f"{arch}.attention.indexer.key_length": 128, f"{arch}.rope.dimension_count": 64}
+    path = tmp_path / "v4.gguf"
+    make_gguf(path, Tiny(arch=arch, layers=5, heads=8, kv_heads=1, head_dim=512, write_key_length=True, swa=128,
+                             extra=extra))
+    spec = read_model(str(path)).spec
+    assert spec.layers == 4 and spec.mtp_layers == 1 and spec.compress_ratios == (0, 4, 128, 4)
+    assert (spec.sliding_window, spec.sliding_window_layers, spec.indexer_head_dim) == (128, 4, 128)
+    assert "sliding window" not in spec.notes
+    ctx = 32_768
+    per_layer = mem.kv_bytes_per_layer(spec, ctx, "f16", RULES)
+    entry, idx = 512 * 2, 128 * 2
+    assert per_layer == (128 * entry, 128 * entry + ctx // 4 * (entry + idx) + CSA_STATE,
+                         128 * entry + ctx // 128 * entry + HCA_STATE, 128 * entry + ctx // 4 * (entry + idx) + CSA_STATE)
