@@ -158,7 +158,7 @@ def test_check_json_answers_for_flash(tmp_path: Path) -> None:
 ARCH_FIELDS = ("params_total", "params_active", "layers", "hidden_size", "intermediate_size", "attention_heads",
                "kv_heads", "head_dim", "vocab_size", "max_context", "tied_embeddings", "experts", "experts_active",
                "shared_experts", "moe_intermediate_size", "dense_layers", "sliding_window", "sliding_window_layers",
-               "qk_rope_head_dim", "indexer_head_dim", "compress_ratios", "mtp_layers", "architecture")
+               "qk_rope_head_dim", "indexer_head_dim", "compress_ratios", "mtp_layers", "architecture", "assumptions")
 
 
 @pytest.mark.parametrize("which", ["flash", "pro"])
@@ -214,3 +214,43 @@ def test_checkpoint_reference_names_are_placed_as_embedding_head_layers_and_mtp(
     assert lay.output_present and (lay.layout.embed_bytes, lay.layout.output_bytes) == (2000, 2000)
     assert lay.layout.layer_bytes == (228,) and lay.layout.expert_bytes == (64,)
     assert lay.layout.unloaded_bytes == 64  # the MTP block: in the files, not loaded by default
+
+
+def test_a_config_alone_is_sized_in_the_format_it_declares(tmp_path: Path) -> None:
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    shutil.copy(DATA / "deepseek_v4_flash_config.json", folder / "config.json")
+    loaded = read_model(str(folder / "config.json"))
+    assert loaded.quant.id == "fp4-experts-fp8" and loaded.spec.native_quant == "fp4-experts-fp8"
+    assert 155e9 < loaded.layout.total_bytes < 156e9  # not 568 GB of BF16
+    assert any("SGLang's pool" in a for a in loaded.spec.assumptions)  # said as a finding (ARC002)
+
+
+def test_only_the_fp4_expert_config_is_the_mixed_format() -> None:
+    from advisor.modelfile.build import _declared_quant
+    assert _declared_quant({"expert_dtype": "fp4"}, {"quant_method": "fp8"}) == "fp4-experts-fp8"
+    assert _declared_quant({}, {"quant_method": "fp8"}) == ""  # sgl-project's all-FP8 copies
+    assert _declared_quant({"expert_dtype": "fp4"}, None) == ""
+
+
+def test_a_deepseek4_gguf_keeps_its_compressed_cache(tmp_path: Path) -> None:
+    """llama.cpp's deepseek4 GGUF (PR #24162): `{arch}.attention.compress_ratios` one per block (the MTP block
+    included), the window in `attention.sliding_window`, the indexer key in `attention.indexer.key_length`."""
+    pytest.importorskip("gguf")
+    from test_modelfile import Tiny, make_gguf
+
+    arch = "deepseek4"
+    extra = {f"{arch}.attention.compress_ratios": [0, 4, 128, 4, 0], f"{arch}.nextn_predict_layers": 1,
+             f"{arch}.attention.indexer.key_length": 128, f"{arch}.rope.dimension_count": 64}
+    path = tmp_path / "v4.gguf"
+    make_gguf(path, Tiny(arch=arch, layers=5, heads=8, kv_heads=1, head_dim=512, write_key_length=True, swa=128,
+                             extra=extra))
+    spec = read_model(str(path)).spec
+    assert spec.layers == 4 and spec.mtp_layers == 1 and spec.compress_ratios == (0, 4, 128, 4)
+    assert (spec.sliding_window, spec.sliding_window_layers, spec.indexer_head_dim) == (128, 4, 128)
+    assert "sliding window" not in spec.notes
+    ctx = 32_768
+    per_layer = mem.kv_bytes_per_layer(spec, ctx, "f16", RULES)
+    entry, idx = 512 * 2, 128 * 2
+    assert per_layer == (128 * entry, 128 * entry + ctx // 4 * (entry + idx) + CSA_STATE,
+                         128 * entry + ctx // 128 * entry + HCA_STATE, 128 * entry + ctx // 4 * (entry + idx) + CSA_STATE)

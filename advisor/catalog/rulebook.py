@@ -116,6 +116,14 @@ class RowSplitMemoryRules(Record):
 
 
 @record
+class TensorSplitMemoryRules(Record):
+    """How llama.cpp's meta device (-sm tensor) cuts a matrix, rules/memory.toml [tensor_split]."""
+    __pydantic_config__ = _STRICT
+    ffn_columns: dict[str, int]
+    """Feed-forward columns per block it deals out, by the quant's kernel class (`default` for the rest)."""
+
+
+@record
 class MemoryRules(Record):
     __pydantic_config__ = _STRICT
     kv_cache: KvCacheRules
@@ -130,6 +138,8 @@ class MemoryRules(Record):
     """DeepSeek V4's compressed-attention cache (rules/memory.toml [compressed_kv])."""
     row_split: RowSplitMemoryRules
     """llama.cpp -sm row: how a split matrix's rows are dealt out (rules/memory.toml [row_split])."""
+    tensor_split: TensorSplitMemoryRules = TensorSplitMemoryRules(ffn_columns={"default": 128})
+    """llama.cpp -sm tensor: the feed-forward column blocks its meta device deals out ([tensor_split])."""
 
 
 # --- rules/speed.toml ---------------------------------------------------------------------------

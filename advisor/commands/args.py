@@ -206,5 +206,7 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
                                       next(iter(catalog.quants.values())))
     moe = tuple(il for il, b in enumerate(layout.expert_bytes) if b) if spec.is_moe else ()
     options = options_from_command(parsed, options_from(args), n_layers=spec.layers, moe_layers=moe,
-                                   max_context=spec.max_context, n_gpus=len(rig.gpus), quant=quant)
+                                   max_context=spec.max_context, n_gpus=len(rig.gpus), quant=quant,
+                                   row_split=bool(parsed.runtime in catalog.runtimes
+                                                  and catalog.runtimes[parsed.runtime].row_split))
     return model, options

@@ -344,13 +344,49 @@ def spl001_row_split_removed(r: Report, c: Catalog) -> Iterator[Said]:
     from advisor.engine.rig import gpu_backend
 
     rt = r.runtime
-    if r.placement.strategy != "tensor_parallel" or rt.tensor_split != "rows" or not rt.row_split_removed:
+    if r.placement.strategy != "tensor_parallel" or r.placement.split_kind != "rows" or not rt.row_split_removed:
         return
     gone = sorted({gpu_backend(g.spec) for g in r.rig.gpus} & set(rt.row_split_removed))
     if gone:
         yield ("warning", f"{rt.name} builds since July 2026 have no -sm row on the {' or '.join(gone)} back-end "
                           f"(they stop at load: 'device CUDA0 does not support split buffers'); this row-split answer is "
-                          f"for older builds. With a current build use --split layer (-sm layer).")
+                          f"for older builds. With a current build use --split tensor (-sm tensor) or --split layer.")
+
+
+@rule("SPL002")
+def spl002_split_choice(r: Report, c: Catalog) -> Iterator[Said]:
+    """On a multi-GPU rig, llama.cpp's two splits side by side (-sm layer: GPUs in turn, little traffic;
+    -sm tensor: all GPUs on every layer, two all-reduces per layer over the rig's link): which one decodes and
+    prefills faster here, how much of tensor parallel's step the link takes, and what NVLink would change."""
+    by = {s.split: s for s in r.split_choices}
+    layer, tensor = by.get("layer"), by.get("tensor")
+    if layer is None or tensor is None:
+        return
+    if not tensor.runs:
+        if layer.runs:
+            yield ("info", f"--split tensor (-sm tensor) does not run here: {tensor.problem.rstrip('.')}.")
+        return
+    if not layer.runs or not layer.decode_tokens_per_s or not tensor.decode_tokens_per_s:
+        return
+    dec = tensor.decode_tokens_per_s / layer.decode_tokens_per_s
+    pre = (tensor.prefill_tokens_per_s or 0) / (layer.prefill_tokens_per_s or 1)
+    if tensor.nvlink_speedup < 1.01:
+        nv = "; a faster link would change little"
+    elif r.rig.nvlink:
+        nv = f"; over PCIe instead of NVLink its step would be {tensor.nvlink_speedup:.2f}x as slow"
+    else:
+        nv = f"; NVLink would make its step {tensor.nvlink_speedup:.2f}x as fast"
+    if dec >= 1.05:
+        verdict = f"tensor parallel pays for one stream here ({dec:.2f}x the decode)"
+    elif dec > 0.95:
+        verdict = "tensor parallel decodes about as fast as the layer split here"
+    else:
+        verdict = "the layer split decodes faster here"
+    yield ("info", f"split choice: -sm layer {layer.decode_tokens_per_s:.1f} tok/s decode, "
+                   f"{layer.prefill_tokens_per_s or 0:.0f} tok/s prefill; -sm tensor {tensor.decode_tokens_per_s:.1f} tok/s, "
+                   f"{tensor.prefill_tokens_per_s or 0:.0f} tok/s ({pre:.2f}x the prefill), with "
+                   f"{tensor.link_time_share:.0%} of its step on the GPU links{nv}. So {verdict}"
+                   + ("." if tensor.fits or not layer.fits else ", but it does not fit where the layer split does."))
 
 
 @rule("NVL003")

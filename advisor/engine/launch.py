@@ -113,7 +113,7 @@ def launchers_for(rules: LaunchRules, runtime: str) -> list[str]:
 # --- out: the command for an answer ------------------------------------------------------------
 
 def settings_for(*, model_file: str, ctx: int, concurrency: int, kv_unified: bool, n_layers: int,
-                 gpu_layers_arg: int, split_rows: bool, tensor_split: tuple[float, ...] | None,
+                 gpu_layers_arg: int, split_mode: str | None, tensor_split: tuple[float, ...] | None,
                  cpu_expert_set: tuple[int, ...], moe_layers: tuple[int, ...], flash_attention: bool,
                  kv_type: str, ubatch: int | None, swa_full: bool, prompt_tokens: int) -> dict[str, str | None]:
     """The answer's settings by name (None: not written, the program's default is the answer's)."""
@@ -131,7 +131,7 @@ def settings_for(*, model_file: str, ctx: int, concurrency: int, kv_unified: boo
         "parallel": str(concurrency),
         "kv_unified": "" if kv_unified else None,
         "n_gpu_layers": str(gpu_layers_arg),
-        "split_mode": "row" if split_rows else None,
+        "split_mode": split_mode,
         "tensor_split": ",".join(f"{x:g}" for x in tensor_split) if tensor_split else None,
         "cpu_moe": cpu_moe,
         "n_cpu_moe": n_cpu_moe,
@@ -379,9 +379,10 @@ def quant_in_name(file_name: str, quant_ids: list[str]) -> tuple[str, str | None
 
 
 def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_layers: tuple[int, ...],
-                         max_context: int, n_gpus: int, quant: str | None):
+                         max_context: int, n_gpus: int, quant: str | None, row_split: bool = False):
     """The engine's Options for exactly the parsed configuration (`base` supplies what a command line
-    cannot say: the workload, the prompt length unless llama-bench gives it)."""
+    cannot say: the workload, the prompt length unless llama-bench gives it). `row_split`: the runtime has
+    `-sm row` as a mode of its own besides `-sm tensor` (llama.cpp)."""
     from dataclasses import replace
 
     from advisor.engine.options import KV_TYPES
@@ -466,11 +467,14 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
             changes["n_gpu_layers"] = min(_int(parsed, "n_gpu_layers", 0, 1_000_000) or 0, n_layers + 1)
     mode = (parsed.get("split_mode") or "").lower()
     if mode:
-        if mode not in ("layer", "row", "none", "graph"):
-            raise AdvisorError(f"--cmd: split mode {mode!r}", "use layer, row or none")
+        if mode not in ("layer", "row", "tensor", "none", "graph"):
+            raise AdvisorError(f"--cmd: split mode {mode!r}", "use layer, tensor, row or none")
         if mode == "none" and n_gpus > 1:
             raise AdvisorError("--cmd: -sm none uses one GPU of this rig", "describe that one GPU with --gpu")
-        changes["split"] = "tensor" if mode in ("row", "graph") else "layer"
+        if mode == "row" and row_split:
+            changes["split"] = "row"
+        else:
+            changes["split"] = "tensor" if mode in ("row", "graph", "tensor") else "layer"
     ts = parsed.get("tensor_split")
     if ts is not None:
         try:
@@ -550,7 +554,11 @@ def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, op
         ngl = n_layers + 1
     values = settings_for(
         model_file=model_file, ctx=ctx, concurrency=options.concurrency, kv_unified=placer.kv_unified,
-        n_layers=n_layers, gpu_layers_arg=ngl, split_rows=placement.strategy == "tensor_parallel",
+        n_layers=n_layers, gpu_layers_arg=ngl,
+        # llama.cpp's meta device is -sm tensor; every other tensor split is written as a row split (-sm row,
+        # TabbyAPI's --tensor-parallel True reads it so)
+        split_mode=("tensor" if placement.split_kind == "meta" else "row")
+        if placement.strategy == "tensor_parallel" else None,
         tensor_split=options.tensor_split, cpu_expert_set=placement.cpu_expert_set, moe_layers=moe,
         flash_attention=placer.flash_attention, kv_type=options.kv_type, ubatch=options.ubatch,
         swa_full=options.swa_full, prompt_tokens=options.prompt_tokens)

@@ -127,6 +127,8 @@ def from_safetensors(cfg: Any, cfg_where: Path, groups: list[tuple[Tensor, ...]]
     if qcfg is None and isinstance(cfg, dict) and isinstance(cfg.get("quantization_config"), dict):
         qcfg = cfg["quantization_config"]  # multimodal configs keep it at the top level
     quant_id, kernel = _st_quant(qcfg, t)
+    if _declared_quant(c, qcfg):  # DeepSeek V4: fp8 quantization_config, but MXFP4 routed experts
+        quant_id, kernel = _declared_quant(c, qcfg), "mxfp4"
     label = f"{name} ({len(groups)} safetensors file{'s' if len(groups) > 1 else ''})"
     basis = f"exact: tensor types and shapes read from {label}"
     if qcfg is not None:  # packed weights: elements are not parameters
@@ -202,8 +204,27 @@ def from_config(path: Path, *, name: str | None = None, sources: tuple[str, ...]
     quant = QuantSpec(id="BF16", format="safetensors", bits_per_weight=16.0,
                       bpw_basis=f"estimate: parameters counted from {path.name} shapes, stored at 16 bits (BF16)",
                       runtimes=ST_RUNTIMES, kernel="f16")
+    c = hf_config.text_config(cfg, path)
+    declared = _declared_quant(c, c.get("quantization_config") if isinstance(c.get("quantization_config"), dict) else None)
+    if declared:  # the format the config says its weights ship in, sized per tensor class (rules/quants.toml)
+        from dataclasses import replace
+
+        from advisor.catalog.load import load_catalog
+
+        native = load_catalog().quants[declared]
+        quant = replace(native, bpw_basis=f"estimate: parameters counted from {path.name} shapes, stored as its "
+                                          f"expert_dtype and quantization_config declare ({native.bpw_basis})")
+        spec = replace(spec, native_quant=declared)
     return LoadedModel(spec=spec, quant=quant, layout=weights_layout(spec, quant), source="config.json", exact=False,
                        vision=tower)
+
+
+def _declared_quant(c: dict[str, Any], qcfg: dict[str, Any] | None) -> str:
+    """A published mixed format a config.json declares beside its quantization_config: DeepSeek V4's
+    `expert_dtype: fp4` with an fp8 quantization_config is MXFP4 routed experts and FP8 elsewhere
+    (rules/quants.toml fp4-experts-fp8). "" when there is none."""
+    method = str(qcfg.get("quant_method", "")).lower() if qcfg is not None else ""
+    return "fp4-experts-fp8" if c.get("expert_dtype") == "fp4" and method == "fp8" else ""
 
 
 def _merge(groups: list[tuple[Tensor, ...]], where: Path) -> tuple[Tensor, ...]:

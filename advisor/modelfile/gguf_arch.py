@@ -66,6 +66,8 @@ def architecture(meta: dict[str, Any], tensors: tuple[Tensor, ...], where: Path)
     f["sliding_window"], f["sliding_window_layers"] = _sliding(meta, p, arch, layers, where, notes)
     assumed: list[str] = []
     f.update(hybrid.gguf_layer_fields(meta, p, layers, where, assumed))
+    if f.get("compress_ratios"):  # DeepSeek V4: the window is every layer's, the note from _sliding does not apply
+        notes[:] = [n for n in notes if not n.startswith("sliding window")]
     f["mtp_layers"] = mtp
     f["assumptions"] = tuple(assumed)
     return arch, f, notes

@@ -92,6 +92,9 @@ def layer_fields(c: dict[str, Any], layers: int, hidden: int, where: Path, assum
 # compresses 4 tokens per entry, its heavily compressed attention 128 (transformers DeepseekV4Config
 # compress_rates, modular_deepseek_v4.py @02356fec).
 CSA_RATIO, HCA_RATIO = 4, 128
+KV_LAYOUT_ASSUMED = ("DeepSeek V4's cache is sized as SGLang's pool stores it (rules/memory.toml [compressed_kv]: "
+                     "584-byte fp8 K=V entries, 132-byte indexer keys, fp32 compressor state); vLLM's and llama.cpp's "
+                     "page and cell padding of the compressed pools is not modelled")
 
 
 def compressed_fields(c: dict[str, Any], layers: int, where: Path, assumed: list[str]) -> dict[str, Any]:
@@ -116,6 +119,7 @@ def compressed_fields(c: dict[str, Any], layers: int, where: Path, assumed: list
     if not window:
         assumed.append("compress_ratios without sliding_window: a window of 128 tokens assumed (DeepSeek V4)")
         window = 128
+    assumed.append(KV_LAYOUT_ASSUMED)
     f: dict[str, Any] = {"compress_ratios": per_layer, "sliding_window": window, "sliding_window_layers": layers,
                          "qk_rope_head_dim": get_int(c, "qk_rope_head_dim", where, "qk_rope_head_dim", 0),
                          "indexer_head_dim": get_int(c, "index_head_dim", where, "experts", 0)
@@ -281,6 +285,22 @@ def gguf_layer_fields(meta: dict[str, Any], p: str, layers: int, where: Path, as
         f["global_head_dim"] = g("attention.key_length")
         f["head_dim"] = swa_len
     f["indexer_head_dim"] = g("attention.indexer.key_length")
+    ratios = meta.get(p + "attention.compress_ratios")  # DeepSeek V4 (llama.cpp arch deepseek4, PR #24162)
+    if _ints(ratios) and ratios.values:
+        per_layer = tuple(ratios.values[:layers]) + (0,) * max(layers - len(ratios.values), 0)
+        window = g("attention.sliding_window")
+        if not window:
+            assumed.append("attention.compress_ratios without attention.sliding_window: a window of 128 tokens "
+                           "assumed (DeepSeek V4)")
+            window = 128
+        odd = sorted({r for r in per_layer if r not in (0, CSA_RATIO, HCA_RATIO)})
+        if odd:
+            assumed.append(f"compress ratio {', '.join(map(str, odd))} is not one the reference implements "
+                           f"(0, {CSA_RATIO}, {HCA_RATIO}): counted as a compressed pool without an indexer")
+        assumed.append(KV_LAYOUT_ASSUMED)
+        f.update(compress_ratios=per_layer, sliding_window=window, sliding_window_layers=layers,
+                 qk_rope_head_dim=g("rope.dimension_count"),
+                 indexer_head_dim=f["indexer_head_dim"] if CSA_RATIO in per_layer else 0)
     return f
 
 

@@ -95,6 +95,12 @@ def check_json(r: Report) -> dict[str, Any]:
         out["serving"] = serving_json(r)
     if r.vision is not None:
         out["vision"] = vision_json(r)
+    if r.split_choices:  # llama.cpp on several GPUs: -sm layer vs -sm tensor (SPL002)
+        out["split_choices"] = [
+            {"split": s.split, "runs": s.runs, "fits": s.fits, "decode_tokens_per_s": s.decode_tokens_per_s,
+             "prefill_tokens_per_s": s.prefill_tokens_per_s, "link_time_share": s.link_time_share,
+             "nvlink_speedup": s.nvlink_speedup, "problem": s.problem or None}
+            for s in r.split_choices]
     if r.refusal:
         out["refusal"] = r.refusal
     if r.training is not None:
