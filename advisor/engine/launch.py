@@ -125,6 +125,11 @@ def settings_for(*, model_file: str, ctx: int, concurrency: int, kv_unified: boo
         n_cpu_moe = str(cpu[-1] + 1)
     elif cpu:
         override = "blk\\.(" + "|".join(str(i) for i in cpu) + ")\\.ffn_(up|down|gate)_exps\\.=CPU"
+    main_gpu = None
+    if split_mode is None and tensor_split and len(tensor_split) > 1 and sorted(tensor_split)[-2] == 0:
+        # everything on one GPU of several: llama.cpp's -sm none on that main GPU (-mg), no split at all
+        split_mode, main_gpu = "none", str(max(range(len(tensor_split)), key=lambda i: tensor_split[i]))
+        tensor_split = None
     return {
         "model": model_file,
         "ctx_total": str(ctx * concurrency),
@@ -132,6 +137,7 @@ def settings_for(*, model_file: str, ctx: int, concurrency: int, kv_unified: boo
         "kv_unified": "" if kv_unified else None,
         "n_gpu_layers": str(gpu_layers_arg),
         "split_mode": split_mode,
+        "main_gpu": main_gpu,
         "tensor_split": ",".join(f"{x:g}" for x in tensor_split) if tensor_split else None,
         "cpu_moe": cpu_moe,
         "n_cpu_moe": n_cpu_moe,
@@ -466,11 +472,35 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
         else:
             changes["n_gpu_layers"] = min(_int(parsed, "n_gpu_layers", 0, 1_000_000) or 0, n_layers + 1)
     mode = (parsed.get("split_mode") or "").lower()
+    # -mg/--main-gpu (llama.cpp common/arg.cpp): "the GPU to use for the model (with split-mode = none), or
+    # for intermediate results and KV (with split-mode = row) (default: 0)"; -sm none: "use one GPU only"
+    # (src/llama.cpp: the model's only device is the main GPU; -ts is not used)
+    mg_text = parsed.get("main_gpu")
+    main_gpu = None
+    if mg_text is not None:
+        try:
+            main_gpu = int(mg_text.strip()[:12])
+        except ValueError:
+            raise AdvisorError(f"--cmd: -mg {mg_text[:40]!r} is not a GPU index", "e.g. -mg 0") from None
+    if main_gpu is not None and not 0 <= main_gpu < max(n_gpus, 1):
+        raise AdvisorError(f"--cmd: -mg {main_gpu} names no GPU of this rig ({n_gpus} GPU{'s' if n_gpus != 1 else ''}"
+                           f", numbered from 0)", f"give -mg 0 to {max(n_gpus, 1) - 1}, or describe the rig with --gpu")
+    notes = list(changes["command_notes"])
+    if main_gpu and mode != "none":
+        notes.append(f"-mg {main_gpu}: " + (f"with -sm {mode} llama.cpp keeps intermediate results on the main GPU; "
+                                            "the advisor plans them on GPU 0" if mode in ("row", "tensor", "graph")
+                                            else "with a layer split the main GPU places nothing: no effect"))
+    if mode == "none" and n_gpus > 1:  # one GPU of the rig: all layers, KV and buffers on the main GPU
+        if parsed.get("tensor_split") is not None:
+            notes.append(f"-ts {parsed.get('tensor_split')}: not used with -sm none (one GPU only)")
+        changes["tensor_split"] = tuple(1.0 if i == (main_gpu or 0) else 0.0 for i in range(n_gpus))
+        changes["split"] = "layer"
+        mode = ""
+        parsed = replace(parsed, settings=tuple((k, v) for k, v in parsed.settings if k != "tensor_split"))
+    changes["command_notes"] = tuple(notes)
     if mode:
         if mode not in ("layer", "row", "tensor", "none", "graph"):
             raise AdvisorError(f"--cmd: split mode {mode!r}", "use layer, tensor, row or none")
-        if mode == "none" and n_gpus > 1:
-            raise AdvisorError("--cmd: -sm none uses one GPU of this rig", "describe that one GPU with --gpu")
         if mode == "row" and row_split:
             changes["split"] = "row"
         else:
