@@ -91,3 +91,37 @@ def test_an_ollama_library_model_says_to_pull_it(hub, files) -> None:
     assert r.returncode == 0 and "ollama pull tiny:1b" in r.stdout and ".gguf" not in r.stdout.split("Run it")[-1]
     r = _cli("check", "ollama:tiny:1b", "--runtime", "ollama", "--gpu", "rtx-3090", "--json")
     assert json.loads(r.stdout)["launch"]["modelfile"].splitlines()[0] == "FROM tiny:1b"
+
+
+def test_an_ollama_store_projector_is_given_by_its_blob(tmp_path) -> None:
+    """A vision model in the store: llama-server gets the model blob (-m) and the projector blob (--mmproj), and
+    that line reads back to the same answer, tower included."""
+    from test_remote import make_mmproj
+
+    src, proj = tmp_path / "src.gguf", tmp_path / "proj.gguf"
+    make_gguf(src)
+    make_mmproj(proj, hidden=1001, rows=64)
+    root = tmp_path / "ollama"
+    _ollama_store(root, src)
+    pdigest = "12" * 32
+    shutil.copy(proj, root / "blobs" / f"sha256-{pdigest}")
+    manifest_path = root / "manifests" / "registry.ollama.ai" / "library" / "tiny" / "1b"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["layers"].append({"mediaType": "application/vnd.ollama.image.projector", "digest": f"sha256:{pdigest}"})
+    manifest_path.write_text(json.dumps(manifest))
+    env = {"OLLAMA_MODELS": str(root)}
+    doc = _check("ollama:tiny:1b", env=env)
+    words = shlex.split(doc["launch"]["command"])
+    assert words[words.index("--mmproj") + 1] == str(root / "blobs" / f"sha256-{pdigest}")
+    again = _check("--cmd", doc["launch"]["command"], env=env)
+    assert again["vision"] == doc["vision"] and again["memory"] == doc["memory"]
+
+
+def test_a_url_on_ollama_says_to_download_it(hub) -> None:
+    """Ollama's FROM takes a local file or an Ollama name, not a URL: the answer says so, no made-up FROM."""
+    url = f"{hub.url}/files/tiny-Q8_0.gguf"
+    hub.plain["/files/tiny-Q8_0.gguf"] = hub.repos["org/Tiny-GGUF"].files["Tiny-Q8_0.gguf"]
+    r = _cli("check", url, "--runtime", "ollama", "--gpu", "rtx-3090", "--json")
+    assert r.returncode == 0, r.stderr
+    launch = json.loads(r.stdout)["launch"]
+    assert launch["command"] is None and launch["modelfile"] is None and f"download {url}" in launch["note"]

@@ -610,13 +610,18 @@ def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, op
             # -hf fetches the repo's mmproj too: an answer for text only says --no-mmproj
             values["no_mmproj"] = "" if options.mm_limit == 0 else None
         elif local is not None and not local.path:
-            url, name = getattr(local, "url", ""), getattr(local, "ollama", "")
+            url, name = local.url, local.ollama
             if url and "model_url" in _emit_order(rules, ids[0]) and "model_url" in flags:
                 values["model"], values["model_url"] = None, url  # the program downloads it (-mu URL)
             elif name and rules.launcher[ids[0]].style != "modelfile":
                 return Launch(rt.id, ids[0], "", note=_not_local_note(rules, name))
-    if rules.launcher[ids[0]].style == "modelfile" and local is not None and getattr(local, "ollama", ""):
+    if rules.launcher[ids[0]].style == "modelfile" and local is not None and local.ollama:
         values["model"] = local.ollama  # FROM NAME:TAG: the Ollama model itself, with these settings
+    elif rules.launcher[ids[0]].style == "modelfile" and local is not None and not local.path:
+        where = local.url or (f"{hf_gguf[0]}" + (f" ({hf_gguf[1]})" if hf_gguf[1] else "")
+                                               if hf_gguf and hf_gguf[0] else "the model's GGUF file")
+        return Launch(rt.id, ids[0], "", note=f"a Modelfile's FROM takes a GGUF file on this machine or an Ollama "
+                                               f"model name: download {where} and name its path in FROM")
     return render(rules, ids[0], values)
 
 
