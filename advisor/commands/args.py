@@ -157,7 +157,8 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
 
     explicit_runtime = args.runtime.lower() if args.runtime.lower() != "llama.cpp" else None
     parsed = parse_command(catalog.rules.launch, args.cmd, runtime=explicit_runtime)
-    ref = args.model or parsed.get("model") or parsed.get("hf_repo") or parsed.get("model_folder")
+    ref = args.model or parsed.get("model") or parsed.get("hf_repo") or parsed.get("model_url") or \
+        parsed.get("model_folder")
     if not ref:
         ways = model_flags(catalog.rules.launch, parsed.launcher)
         flag = next((w.split()[0] for w in ways.split(" or ") if w.startswith("-")), "")

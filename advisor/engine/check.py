@@ -258,14 +258,14 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
             ladder = [q for q in quant_ladder(catalog, runtime, model) if not refusal(catalog, runtime, rig, model, q)]
             choices = ch.table_for(catalog, rig, model, runtime, options, ladder, quant, why, policy, estimate_speed)
         report = replace(report, choices=choices, choice_why=why, policy=policy)
-    model_file = loaded.source_path if loaded is not None and getattr(loaded, "source_path", "") else \
-        f"{model.id}-{quant.id}.gguf"
+    model_file = loaded.path if loaded is not None and loaded.path else f"{model.id}-{quant.id}.gguf"
     report = replace(report, launch=launch_for(rules.launch, runtime, model_file=model_file,
                                                  placement=placement, placer=placer, options=options, ctx=ctx,
                                                  n_layers=model.layers,
                                                  model_ref=model_file if loaded is not None else None,
                                                  checkpoints=rules.checkpoints,
-                                                 hf_gguf=(loaded.hf_repo, loaded.hf_file) if loaded is not None else None))
+                                                 hf_gguf=(loaded.hf_repo, loaded.hf_file) if loaded is not None else None,
+                                                 local=loaded))
     if options.workload != "inference":
         from advisor.engine.training import estimate_training, training_verdict
 

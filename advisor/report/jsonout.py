@@ -85,8 +85,10 @@ def check_json(r: Report) -> dict[str, Any]:
         out["choices"] = [choice_json(c) for c in r.choices]
     if r.launch is not None:
         lc = r.launch
-        out["launch"] = {"command": lc.command, "runtime": lc.runtime, "launcher": lc.launcher,
+        out["launch"] = {"command": lc.command or None, "runtime": lc.runtime, "launcher": lc.launcher,
                          "env": {k: v for k, v in lc.env}, "modelfile": lc.modelfile or None}
+        if lc.note:
+            out["launch"]["note"] = lc.note
     if r.options.command_notes:
         out["command_notes"] = list(r.options.command_notes)
     if r.serving is not None:
