@@ -594,7 +594,8 @@ def vis001_vision_tower(r: Report, c: Catalog) -> Iterator[Said]:
     t = v.tower
     peak = f"{gib(v.compute_bytes)} reserved for its largest image" if v.compute_bytes else "no compute peak counted"
     each = " each" if len(v.devices) > 1 else ""
-    yield ("info", f"vision tower ({t.kind}, {t.params / 1e9:.2f}B parameters): {gib(v.weights_bytes)} of weights and "
+    what = ", ".join(x for x in (t.kind, f"{t.params / 1e9:.2f}B parameters") if x)
+    yield ("info", f"vision tower{' of ' + t.of if t.of else ''} ({what}): {gib(v.weights_bytes)} of weights and "
                    f"{peak} on {where}{each}; {v.basis}.")
     if v.flash_compute_bytes:
         yield ("info", f"with flash attention (-fa on) its compute buffer would be "
@@ -604,7 +605,8 @@ def vis001_vision_tower(r: Report, c: Catalog) -> Iterator[Said]:
                        f"run: its peak lowers the KV pool by what it exceeds the text run's; "
                        f"--limit-mm-per-prompt '{{\"image\":0}}' serves text only and frees the encoder's memory.")
     if v.sequential and not t.item_patches:
-        yield ("warning", f"assumed: the largest image {t.kind}'s processor accepts is not known, so the encoder's "
+        whose = f"the {t.kind} processor" if t.kind else f"{t.of}'s processor" if t.of else "its processor"
+        yield ("warning", f"assumed: the largest image {whose} accepts is not known, so the encoder's "
                           f"profile peak is not counted (the KV pool may come out smaller than shown).")
     elif v.sequential:
         yield ("warning", "assumed: the encoder's profile peak is estimated from its layer structure (live "

@@ -162,7 +162,7 @@ def vision_json(r: Report) -> dict[str, Any]:
     """`vision`: the vision tower the answer loads (in each holding device's overhead_bytes)."""
     v = r.vision
     t = v.tower
-    return {"kind": t.kind, "source": t.source, "file": t.path or t.fetched or None, "params": t.params, "exact": t.exact,
+    return {"kind": t.kind or None, "source": t.source, "file": t.path or t.fetched or None, "params": t.params, "exact": t.exact,
             "weights_bytes": v.weights_bytes, "compute_bytes": v.compute_bytes,
             "devices": [f"gpu{i}" for i in v.devices] or ["cpu"], "images_profiled": v.images or None,
             "basis": v.basis}
