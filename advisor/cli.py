@@ -134,8 +134,9 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True, optional: bool =
                    help="no quality floor: 2-bit and 1-bit quantizations may be chosen")
     g.add_argument("--runtime", default="llama.cpp", metavar="R",
                    help="runtime id (default llama.cpp; `advisor runtimes` lists them and what each does)")
-    g.add_argument("--split", choices=("layer", "tensor"), default=None,
-                   help="multi-GPU split (default: the runtime's: layer for llama.cpp/ollama/exllamav2, tensor for vllm)")
+    g.add_argument("--split", choices=("layer", "tensor", "row"), default=None,
+                   help="multi-GPU split (default: the runtime's: layer for llama.cpp/ollama/exllamav2, tensor for vllm); "
+                        "row: llama.cpp's older -sm row (gone from CUDA/ROCm builds since July 2026)")
     g.add_argument("--concurrency", type=_whole("--concurrency", 65_536), default=1,
                    metavar="N", help="sequences decoded at once (default 1)")
     g.add_argument("--workload", default="inference",

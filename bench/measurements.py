@@ -161,7 +161,7 @@ def load_cases(catalog: Catalog | None = None) -> list[Case]:
             spec = catalog.gpus[gid]
             cases.append(Case(
                 dataset=row["dataset"], gpu_id=gid, gpu_count=int(row["gpu_count"]),
-                split={"none": "layer", "layer": "layer", "row": "tensor", "tensor": "tensor"}.get(row["split"], "layer"),
+                split={"none": "layer", "layer": "layer", "row": "row", "tensor": "tensor"}.get(row["split"], "layer"),
                 model_id=MODELS[row["model"]], quant=quant, test=row["test"],
                 n_prompt=int(row["n_prompt"] or 0), n_gen=int(row["n_gen"] or 0) or (128 if row["test"] == "tg" else 0),
                 measured=measured, family="apple" if spec.vendor == "apple" else spec.arch, source=row["source_url"],
@@ -199,7 +199,7 @@ def _heldout_case(catalog: Catalog, row: dict) -> Case | str:
         return "prompt length not stated"
     spec = catalog.gpus[gid]
     return Case(dataset=row["dataset"], gpu_id=gid, gpu_count=int(row["gpu_count"]),
-                split={"none": "layer", "layer": "layer", "row": "tensor", "tensor": "tensor"}[row["split"]],
+                split={"none": "layer", "layer": "layer", "row": "row", "tensor": "tensor"}[row["split"]],
                 model_id=MODELS[row["model"]], quant=q.id, test=row["test"], n_prompt=int(row["n_prompt"] or 0),
                 n_gen=int(row["n_gen"] or 0) or (128 if row["test"] == "tg" else 0), measured=float(row["tokens_per_s"]),
                 family="apple" if spec.vendor == "apple" else spec.arch, source=row["source_url"], runtime=runtime,

@@ -86,7 +86,7 @@ def benchmark_rows(dataset: str) -> list[Obs]:
     rules0 = _zeroed(rulebook_to_dict(catalog.rules))
     out = []
     for c in load_cases(catalog):
-        if c.dataset != dataset or c.split != "tensor" or c.gpu_count < 2 or c.test != "tg" or c.measured is None:
+        if c.dataset != dataset or c.split != "row" or c.gpu_count < 2 or c.test != "tg" or c.measured is None:
             continue
         placer = placer_for(catalog, c)
         placer = Placer(placer.model, placer.quant, placer.runtime, placer.rig, placer.options, rules0)
@@ -127,7 +127,7 @@ def pair_rows() -> list[Pair]:
             quant = catalog.quants[r["quant"]]
             layer_s = None
             row = None
-            for split in ("layer", "tensor"):
+            for split in ("layer", "row"):
                 opts = Options(quant=quant.id, ctx=ctx, split=split)
                 placer = Placer(catalog.models[r["model"]], quant, catalog.runtimes["llama.cpp"], rig, opts, rules0)
                 if split == "layer":

@@ -62,3 +62,16 @@ def test_towers_are_reported_not_silently_dropped() -> None:
     assert "profile run is not counted" in vllm.vision.basis
     assert any(f.code == "VIS001" and f.severity == "warning" and "known only by its parameter count" in f.message
                for f in vllm.findings)
+
+
+def test_a_catalog_tower_is_named_by_its_model() -> None:
+    """The catalog knows a tower only by its count: VIS001 names the model it belongs to, not its family as
+    if that were a projector type ("vision tower (qwen, ...)", "the largest image qwen's processor accepts")."""
+    rig = build_rig(CATALOG, gpus=["h100-sxm"])
+    model = CATALOG.models["qwen3-vl-8b"]
+    r = evaluate(CATALOG, rig, model, Options(runtime="vllm", quant="BF16", ctx=8192))
+    assert r.vision.tower.kind == "" and r.vision.tower.of == model.name
+    said = [f.message for f in r.findings if f.code == "VIS001"]
+    assert any(m.startswith(f"vision tower of {model.name} (0.58B parameters): ") for m in said), said
+    assert any(f"the largest image {model.name}'s processor accepts is not known" in m for m in said), said
+    assert not any(f"({model.family}," in m or f" {model.family}'s " in m for m in said), said

@@ -34,7 +34,7 @@ def test_llama_cpp_row_split_gains_only_the_peer_copies_from_nvlink(catalog):
     """llama.cpp -sm row synchronises every split matrix; NVLink turns the host-staged copies of a GeForce
     pair into peer copies (rules/interconnect.toml [row_split] per_gpu_us) and moves nothing else: a
     modest gain, never `needed` (tests/test_row_split.py holds the rest)."""
-    r = verdict(catalog, "llama-3.1-70b", ["2xrtx-3090"], quant="Q4_K_M", split="tensor")
+    r = verdict(catalog, "llama-3.1-70b", ["2xrtx-3090"], quant="Q4_K_M", split="row")
     assert r.interconnect.nvlink in ("not_needed", "helps")
     assert 1.0 < r.interconnect.nvlink_speedup < 1.25
 

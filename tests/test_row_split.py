@@ -28,7 +28,7 @@ def _tps(catalog, model, gpus, split, quant, p2p=None, nvlink=False, ctx=4096):
     if p2p is not None:
         rig = dataclasses.replace(rig, p2p=p2p)
     r = evaluate(catalog, rig, catalog.models[model], Options(quant=quant, split=split, ctx=ctx))
-    assert r.placement.strategy == ("tensor_parallel" if split == "tensor" else r.placement.strategy)
+    assert r.placement.strategy == ("tensor_parallel" if split == "row" else r.placement.strategy)
     return r.speed.decode_tokens_per_s
 
 
@@ -61,7 +61,7 @@ def test_small_model_without_peer_access_is_slower_than_one_card(catalog):
     """2x RTX 3090 (no P2P on GeForce without NVLink) split a 7B by rows at 53 t/s where one card ran 121
     (xiongjiedai_llama2_dec2023): the per-matrix synchronisation outweighs halving the weights."""
     one = _tps(catalog, "llama-2-7b", ["rtx-3090"], "layer", "Q4_0")
-    row = _tps(catalog, "llama-2-7b", ["2xrtx-3090"], "tensor", "Q4_0")
+    row = _tps(catalog, "llama-2-7b", ["2xrtx-3090"], "row", "Q4_0")
     assert row < 0.7 * one
 
 
@@ -69,16 +69,16 @@ def test_3x_p40_without_peer_access_is_not_faster_than_layer_split(catalog):
     """The same three P40s with the copies staged through the host (e.g. across CPU sockets): a 7B's
     row split is no faster than its layer split; with P2P (PR #4766's Linux box) it is about even."""
     layer = _tps(catalog, "llama-2-7b", ["3xtesla-p40"], "layer", "Q4_0", p2p=False)
-    staged = _tps(catalog, "llama-2-7b", ["3xtesla-p40"], "tensor", "Q4_0", p2p=False)
-    peer = _tps(catalog, "llama-2-7b", ["3xtesla-p40"], "tensor", "Q4_0", p2p=True)
+    staged = _tps(catalog, "llama-2-7b", ["3xtesla-p40"], "row", "Q4_0", p2p=False)
+    peer = _tps(catalog, "llama-2-7b", ["3xtesla-p40"], "row", "Q4_0", p2p=True)
     assert staged <= layer
     assert staged < peer
 
 
 def test_peer_access_comes_from_the_rigs_links_not_the_gpu_name(catalog):
     """One GPU model, P2P on or off as the rig says: only the row split moves."""
-    on = _tps(catalog, "llama-3.1-70b", ["2xrtx-a6000"], "tensor", "Q4_K_M", p2p=True)
-    off = _tps(catalog, "llama-3.1-70b", ["2xrtx-a6000"], "tensor", "Q4_K_M", p2p=False)
+    on = _tps(catalog, "llama-3.1-70b", ["2xrtx-a6000"], "row", "Q4_K_M", p2p=True)
+    off = _tps(catalog, "llama-3.1-70b", ["2xrtx-a6000"], "row", "Q4_K_M", p2p=False)
     assert off < on
     assert _tps(catalog, "llama-3.1-70b", ["2xrtx-a6000"], "layer", "Q4_K_M", p2p=True) == \
         _tps(catalog, "llama-3.1-70b", ["2xrtx-a6000"], "layer", "Q4_K_M", p2p=False)
@@ -88,15 +88,15 @@ def test_nvlink_gain_is_at_most_the_measured_one(catalog):
     """2x RTX A6000 with an NVLink bridge: row split 1/0.6 = 1.67x layer split (Ollama #2191), the largest
     gain on record; the advisor never promises more, for the A6000s or a 2x 3090 NVLink pair."""
     for gpus in (["2xrtx-a6000"], ["2xrtx-3090"]):
-        row = _tps(catalog, "llama-3.1-70b", gpus, "tensor", "Q4_K_M", nvlink=True)
+        row = _tps(catalog, "llama-3.1-70b", gpus, "row", "Q4_K_M", nvlink=True)
         layer = _tps(catalog, "llama-3.1-70b", gpus, "layer", "Q4_K_M", nvlink=True)
         assert 1.0 < row / layer <= 1 / 0.6, gpus
 
 
 def test_more_gpus_pay_more_per_matrix(catalog):
     """Per token the synchronisation grows with every GPU (2x -> 6x RTX 3090 on a 7B: 53 -> 28 t/s)."""
-    two = _tps(catalog, "llama-2-7b", ["2xrtx-3090"], "tensor", "Q4_0")
-    six = _tps(catalog, "llama-2-7b", ["6xrtx-3090"], "tensor", "Q4_0")
+    two = _tps(catalog, "llama-2-7b", ["2xrtx-3090"], "row", "Q4_0")
+    six = _tps(catalog, "llama-2-7b", ["6xrtx-3090"], "row", "Q4_0")
     assert six < two
 
 
@@ -104,7 +104,7 @@ def _p40s(catalog, lanes):
     rig = rig_from_flags(catalog, ["3xtesla-p40"], ram=256)
     gpus = tuple(dataclasses.replace(g, pcie_gen=3, pcie_lanes=n) for g, n in zip(rig.gpus, lanes))
     rig = dataclasses.replace(rig, gpus=gpus)
-    r = evaluate(catalog, rig, catalog.models["llama-2-7b"], Options(quant="Q4_0", split="tensor", ctx=4096,
+    r = evaluate(catalog, rig, catalog.models["llama-2-7b"], Options(quant="Q4_0", split="row", ctx=4096,
                                                                      prompt_tokens=512))
     return r.speed
 
@@ -141,7 +141,7 @@ def _k80_like(catalog, **opts):
     a 12 GB K80 half held."""
     rig = rig_from_flags(catalog, ["4xtesla-p40"], ram=256)
     r = evaluate(catalog, rig, catalog.models["qwen3-30b-a3b"],
-                 Options(quant="Q8_0", split="tensor", ctx=29952, flash_attn="off", **opts))
+                 Options(quant="Q8_0", split="row", ctx=29952, flash_attn="off", **opts))
     return r.placement
 
 
@@ -190,12 +190,12 @@ def test_split_rows_follow_tensor_split_rounded_to_tiles(catalog):
     assert mem.row_split_rows(8192, starts, 128) == [2688, 2688, 2816]
     assert mem.row_split_rows(8192, mem.row_split_starts([3.0, 1.0]), 128) == [6144, 2048]
     rig = rig_from_flags(catalog, ["3xrtx-3090"], ram=256)
-    p = evaluate(catalog, rig, catalog.models["llama-3.1-70b"], Options(quant="Q4_K_M", split="tensor")).placement
+    p = evaluate(catalog, rig, catalog.models["llama-3.1-70b"], Options(quant="Q4_K_M", split="row")).placement
     s = [d.split_bytes for d in p.devices]
     assert s[0] < s[2] and s[1] < s[2]  # the last GPU takes what the rounding leaves
     assert 1.02 < s[2] / s[0] < 2816 / 2688 * 1.01  # not an even third; at most the 8192-row matrices' skew
     uneven = evaluate(catalog, rig_from_flags(catalog, ["2xrtx-3090"], ram=256), catalog.models["llama-3.1-8b"],
-                      Options(quant="Q4_K_M", split="tensor", tensor_split=(3.0, 1.0))).placement
+                      Options(quant="Q4_K_M", split="row", tensor_split=(3.0, 1.0))).placement
     assert 2.9 < uneven.devices[0].split_bytes / uneven.devices[1].split_bytes < 3.1
 
 
@@ -203,7 +203,7 @@ def test_row_split_kv_is_not_on_one_gpu(catalog):
     """Since llama.cpp's Oct 2024 loader the KV cache follows the layers under -sm row too (issues #13661,
     #16865): a long context does not pile up on GPU 0."""
     rig = rig_from_flags(catalog, ["2xrtx-3090"], ram=256)
-    p = evaluate(catalog, rig, catalog.models["llama-3.1-8b"], Options(quant="Q4_K_M", split="tensor",
+    p = evaluate(catalog, rig, catalog.models["llama-3.1-8b"], Options(quant="Q4_K_M", split="row",
                                                                         ctx=65536)).placement
     kv = [d.kv_cache_bytes for d in p.devices]
     assert kv[1] > 0.4 * sum(kv)
@@ -223,7 +223,7 @@ def test_long_context_attention_is_not_divided(catalog):
         return 1 / decode_seconds(pl, rig, m, q, catalog.runtimes["llama.cpp"], catalog.rules,
                                   Options(quant="Q4_0", split=split, ctx=ctx), ctx, depth)
     one = 1 / tps(["rtx-3090"], "layer", 40960, 40000) - 1 / tps(["rtx-3090"], "layer", 40960, 0)
-    row = 1 / tps(["2xrtx-3090"], "tensor", 40960, 40000) - 1 / tps(["2xrtx-3090"], "tensor", 40960, 0)
+    row = 1 / tps(["2xrtx-3090"], "row", 40960, 40000) - 1 / tps(["2xrtx-3090"], "row", 40960, 0)
     assert row >= 0.95 * one
 
 
@@ -237,10 +237,10 @@ def test_today_s_builds_without_row_split_are_named(catalog):
         r = evaluate(catalog, rig, m, Options(quant="Q4_K_M", **opts))
         return {f.code: f for f in r.findings}
 
-    row = codes(split="tensor")
+    row = codes(split="row")
     assert row["SPL001"].severity == "warning" and "cuda" in row["SPL001"].message
     assert "SPL001" not in codes(split="layer")
-    assert "SPL001" not in codes(split="tensor", runtime="ik_llama.cpp")
+    assert "SPL001" not in codes(split="row", runtime="ik_llama.cpp")
 
 
 def test_long_prompt_attention_is_not_divided(catalog):
@@ -257,5 +257,5 @@ def test_long_prompt_attention_is_not_divided(catalog):
         return f(t) - 2 * f(t // 2)
 
     one = quadratic(["rtx-3090"], "layer", 32768)
-    row = quadratic(["2xrtx-3090"], "tensor", 32768)
+    row = quadratic(["2xrtx-3090"], "row", 32768)
     assert row >= 0.9 * one

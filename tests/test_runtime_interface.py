@@ -19,9 +19,10 @@ from advisor.probe.flags import rig_from_flags
 
 ENGINE = Path(__file__).resolve().parents[1] / "advisor" / "engine"
 
-CASES = [  # (model, gpus, options): one GPU, layer split, row split, offload, MoE offload, CPU only
+CASES = [  # (model, gpus, options): one GPU, layer split, row split, -sm tensor, offload, MoE offload, CPU only
     ("llama-3.1-8b", ["rtx-3090"], {}),
     ("llama-3.1-70b", ["2xrtx-3090"], {"quant": "Q4_K_M"}),
+    ("llama-3.1-70b", ["2xrtx-3090"], {"quant": "Q4_K_M", "split": "row", "prompt_tokens": 4096}),
     ("llama-3.1-70b", ["2xrtx-3090"], {"quant": "Q4_K_M", "split": "tensor", "prompt_tokens": 4096}),
     ("qwen3-32b", ["rtx-4060-ti-16gb"], {"ctx": 32768}),
     ("deepseek-v3", ["rtx-4090"], {}),
@@ -86,8 +87,9 @@ def test_ollama_is_llama_cpp_plus_what_differs(catalog):
     llama, ollama = catalog.runtimes["llama.cpp"], catalog.runtimes["ollama"]
     differs = {f.name for f in dataclasses.fields(llama) if getattr(llama, f.name) != getattr(ollama, f.name)}
     # vision_terms: Ollama takes a model's projector from its own manifest, not llama-server's --mmproj
+    # row_split: Ollama splits by layer only, so it has no -sm row either
     assert differs == {"id", "name", "like", "context_mib", "context_basis", "compute_basis",
-                       "supports_tensor_parallel", "notes", "vision_terms"}
+                       "supports_tensor_parallel", "row_split", "notes", "vision_terms"}
 
 
 def test_no_engine_module_branches_on_a_runtime_name():

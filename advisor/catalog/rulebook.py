@@ -116,6 +116,14 @@ class RowSplitMemoryRules(Record):
 
 
 @record
+class TensorSplitMemoryRules(Record):
+    """How llama.cpp's meta device (-sm tensor) cuts a matrix, rules/memory.toml [tensor_split]."""
+    __pydantic_config__ = _STRICT
+    ffn_columns: dict[str, int]
+    """Feed-forward columns per block it deals out, by the quant's kernel class (`default` for the rest)."""
+
+
+@record
 class MemoryRules(Record):
     __pydantic_config__ = _STRICT
     kv_cache: KvCacheRules
@@ -130,6 +138,8 @@ class MemoryRules(Record):
     """DeepSeek V4's compressed-attention cache (rules/memory.toml [compressed_kv])."""
     row_split: RowSplitMemoryRules
     """llama.cpp -sm row: how a split matrix's rows are dealt out (rules/memory.toml [row_split])."""
+    tensor_split: TensorSplitMemoryRules = TensorSplitMemoryRules(ffn_columns={"default": 128})
+    """llama.cpp -sm tensor: the feed-forward column blocks its meta device deals out ([tensor_split])."""
 
 
 # --- rules/speed.toml ---------------------------------------------------------------------------
@@ -261,6 +271,18 @@ class TrainingRules(Record):
 
 
 @record
+class SmTensorScore(Record):
+    """How llama.cpp -sm tensor estimates held up on public runs no constant was fitted on
+    (rules/interconnect.toml [sm_tensor], printed by bench/sm_tensor.py, checked by tests/test_sm_tensor.py)."""
+    __pydantic_config__ = _STRICT
+    decode_rows: int
+    decode_ratio_median_pct: float
+    """Median |predicted / measured - 1| of the -sm tensor / -sm layer decode ratio."""
+    decode_ratio_bias_pct: float
+    """Median signed error of that ratio (positive: the engine expects more of tensor parallel than was measured)."""
+
+
+@record
 class InterconnectRules(Record):
     __pydantic_config__ = _STRICT
     pcie: PcieRules
@@ -270,6 +292,8 @@ class InterconnectRules(Record):
     network: NetworkRules
     verdict: VerdictRules
     training: TrainingRules
+    sm_tensor: SmTensorScore
+    """llama.cpp -sm tensor's held-out score, quoted by SPL002."""
 
 
 # --- rules/plan.toml ----------------------------------------------------------------------------

@@ -412,7 +412,9 @@ class RuntimeSpec(Record):
     its KV cache on its own GPU as in a layer split, its 2-D matrices cut into row bands over all GPUs, each
     split multiply synchronised on its own: advisor.engine.placement Placer._row_split) or
     `channels` (heads and MLP channels in proportion to each GPU's memory, each GPU keeping its heads' KV
-    cache: no head count has to divide by the GPU count, ExLlamaV3)."""
+    cache: no head count has to divide by the GPU count, ExLlamaV3) or `meta` (llama.cpp `-sm tensor`: every
+    matrix cut along heads / feed-forward columns / vocabulary rows in `-ts` proportion, even without it, the KV
+    cache by heads, the rest mirrored on every GPU: advisor.engine.placement Placer._meta_split)."""
     speed_fitted: bool = False
     """The speed fractions were fitted on this runtime's own measurements (else they are borrowed)."""
     trains: bool = False
@@ -424,6 +426,22 @@ class RuntimeSpec(Record):
     vision_terms: str = ""
     """The rules/vision.toml `[by_runtime]` entry saying how it loads a vision tower (an mmproj file, the
     checkpoint's encoder) and what it reserves for it; empty: none the advisor models."""
+    row_split: bool = False
+    """`--split row` is its own mode (llama.cpp `-sm row`): the `rows` placement, whatever `tensor_split`
+    says `--split tensor` is."""
+    tensor_flash_attention: bool = False
+    """`--split tensor` needs flash attention on (llama.cpp: "SPLIT_MODE_TENSOR requires flash_attn")."""
+    tensor_kv_types: tuple[str, ...] = ()
+    """KV cache types `--split tensor` allows (empty: any of `kv_types`)."""
+    tensor_backends: tuple[str, ...] = ()
+    """Backends on which its `--split tensor` is documented to run (empty: any)."""
+    tensor_unsupported_models: dict[str, str] = field(default_factory=dict)
+    """Model id patterns (fnmatch) whose architecture its `--split tensor` refuses, with the reason."""
+    tp_activation_bytes: int = 2
+    """Bytes per value of the activations a tensor-parallel all-reduce sums (2: fp16/bf16 in PyTorch runtimes;
+    4: ggml's f32 matrix-product results, llama.cpp -sm tensor)."""
+    tensor_basis: str = ""
+    """Where the `tensor_*` fields come from."""
     row_split_removed: tuple[str, ...] = ()
     """Backends (`cuda`, `rocm`, ...) on which today's builds no longer have the `rows` split (llama.cpp
     dropped its CUDA split buffer in Jul 2026): the answer says so."""

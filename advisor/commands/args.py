@@ -157,7 +157,8 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
 
     explicit_runtime = args.runtime.lower() if args.runtime.lower() != "llama.cpp" else None
     parsed = parse_command(catalog.rules.launch, args.cmd, runtime=explicit_runtime)
-    ref = args.model or parsed.get("model") or parsed.get("hf_repo") or parsed.get("model_folder")
+    ref = args.model or parsed.get("model") or parsed.get("hf_repo") or parsed.get("model_url") or \
+        parsed.get("model_folder")
     if not ref:
         ways = model_flags(catalog.rules.launch, parsed.launcher)
         flag = next((w.split()[0] for w in ways.split(" or ") if w.startswith("-")), "")
@@ -205,5 +206,7 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
                                       next(iter(catalog.quants.values())))
     moe = tuple(il for il, b in enumerate(layout.expert_bytes) if b) if spec.is_moe else ()
     options = options_from_command(parsed, options_from(args), n_layers=spec.layers, moe_layers=moe,
-                                   max_context=spec.max_context, n_gpus=len(rig.gpus), quant=quant)
+                                   max_context=spec.max_context, n_gpus=len(rig.gpus), quant=quant,
+                                   row_split=bool(parsed.runtime in catalog.runtimes
+                                                  and catalog.runtimes[parsed.runtime].row_split))
     return model, options

@@ -69,7 +69,9 @@ def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
         raise AdvisorError(f"{runtime.name} has no {options.kv_type} KV cache",
                            f"use one of: {', '.join(runtime.kv_types)}")
     if options.split is not None and options.split not in SPLITS:
-        raise AdvisorError(f"unknown split {options.split!r}", "use layer or tensor")
+        raise AdvisorError(f"unknown split {options.split!r}", "use layer, tensor or row")
+    if options.split == "row" and not runtime.row_split:
+        raise AdvisorError(f"{runtime.name} has no row split (-sm row)", "use --split layer or --split tensor")
     if options.flash_attn not in FLASH_ATTN:
         raise AdvisorError(f"unknown flash attention setting {options.flash_attn!r}", "use auto, on or off")
     if options.flash_attn == "off" and options.kv_type != "f16" and runtime.kv_quant_needs_flash_attention:
@@ -242,6 +244,9 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
                     kv_cache_bytes=kv_total, max_context_tokens=max_ctx, speed=speed, interconnect=inter,
                     findings=(), model_source=f"{loaded.source}: {loaded.spec.sources[0]}" if loaded else "catalog",
                     serving=serving, vision=placer.vision)
+    if options.workload == "inference" and table and len(rig.gpus) > 1 and runtime.tensor_split == "meta" \
+            and runtime.supports_tensor_parallel:
+        report = replace(report, split_choices=split_choices(placer, ctx, placement, speed, inter))
     if options.workload == "inference":
         from advisor.engine import choice as ch
 
@@ -253,14 +258,14 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
             ladder = [q for q in quant_ladder(catalog, runtime, model) if not refusal(catalog, runtime, rig, model, q)]
             choices = ch.table_for(catalog, rig, model, runtime, options, ladder, quant, why, policy, estimate_speed)
         report = replace(report, choices=choices, choice_why=why, policy=policy)
-    model_file = loaded.source_path if loaded is not None and getattr(loaded, "source_path", "") else \
-        f"{model.id}-{quant.id}.gguf"
+    model_file = loaded.path if loaded is not None and loaded.path else f"{model.id}-{quant.id}.gguf"
     report = replace(report, launch=launch_for(rules.launch, runtime, model_file=model_file,
                                                  placement=placement, placer=placer, options=options, ctx=ctx,
                                                  n_layers=model.layers,
                                                  model_ref=model_file if loaded is not None else None,
                                                  checkpoints=rules.checkpoints,
-                                                 hf_gguf=(loaded.hf_repo, loaded.hf_file) if loaded is not None else None))
+                                                 hf_gguf=(loaded.hf_repo, loaded.hf_file) if loaded is not None else None,
+                                                 local=loaded))
     if options.workload != "inference":
         from advisor.engine.training import estimate_training, training_verdict
 
@@ -268,6 +273,29 @@ def evaluate(catalog: Catalog, rig: Rig, model: ModelSpec | LoadedModel, options
         report = replace(report, training=training,
                          interconnect=training_verdict(catalog, rig, model, options, training))
     return replace(report, findings=run_rules(report, catalog))
+
+
+def split_choices(placer: Placer, ctx: int, placement: Placement, speed, inter) -> tuple:
+    """The answer under layer split and under the runtime's tensor split (llama.cpp -sm layer vs -sm tensor),
+    each with its speeds, the share of the step on the links and what NVLink would change: the split choice
+    the SPL002 finding states."""
+    from advisor.engine.result import SplitChoice
+
+    out = []
+    for split in ("layer", "tensor"):
+        if split == placer.split:
+            p, sp, ic = placement, speed, inter
+        else:
+            other = Placer(placer.model, placer.quant, placer.runtime, placer.rig,
+                           replace(placer.options, split=split), placer.rules, layout=placer.layout)
+            p = other.at(ctx)
+            sp = estimate_speed(p, placer.rig, placer.model, placer.quant, placer.runtime, placer.rules,
+                                other.options, ctx)
+            ic = interconnect_verdict(p, placer.rig, placer.model, placer.quant, placer.runtime, placer.rules,
+                                      other.options, ctx)
+        out.append(SplitChoice(split, p.runs, p.fits, sp.decode_tokens_per_s, sp.prefill_tokens_per_s,
+                               ic.link_time_share, ic.nvlink_speedup, p.problem))
+    return tuple(out)
 
 
 def _refused_report(catalog: Catalog, rig: Rig, model: ModelSpec, quant: QuantSpec, chosen: bool,
@@ -381,7 +409,7 @@ def interconnect_verdict(placement: Placement, rig: Rig, model: ModelSpec, quant
         verdict = "helps"
     else:
         verdict = "not_needed"
-    if placement.strategy == "tensor_parallel" and runtime.tensor_split == "rows":
+    if placement.strategy == "tensor_parallel" and placement.split_kind == "rows":
         what = f"row split synchronises {split_matrices(model, rules)} split matrix multiplies per token"
     elif placement.strategy == "tensor_parallel":
         what = "tensor parallel does 2 all-reduces per layer per token"

@@ -328,8 +328,13 @@ def nvl001_verdict(r: Report, c: Catalog) -> Iterator[Said]:
 @rule("NVL002")
 def nvl002_split_mode(r: Report, c: Catalog) -> Iterator[Said]:
     """Tensor parallel over a host-staged PCIe link pays the all-reduce latency every layer;
-    for one stream, layer split is usually as fast and needs no fast link."""
+    for one stream, layer split is usually as fast and needs no fast link (said only where the split choice,
+    SPL002, does not show tensor parallel decoding faster)."""
     i = r.interconnect
+    by = {s.split: s for s in r.split_choices}
+    if "layer" in by and "tensor" in by and by["layer"].decode_tokens_per_s and by["tensor"].decode_tokens_per_s \
+            and by["tensor"].decode_tokens_per_s > by["layer"].decode_tokens_per_s:
+        return  # the split choice (SPL002) shows tensor parallel ahead even over this link
     if r.placement.strategy == "tensor_parallel" and i.details and "host" in i.details[0][1] and \
             r.options.concurrency == 1:
         yield ("info",
@@ -344,13 +349,56 @@ def spl001_row_split_removed(r: Report, c: Catalog) -> Iterator[Said]:
     from advisor.engine.rig import gpu_backend
 
     rt = r.runtime
-    if r.placement.strategy != "tensor_parallel" or rt.tensor_split != "rows" or not rt.row_split_removed:
+    if r.placement.strategy != "tensor_parallel" or r.placement.split_kind != "rows" or not rt.row_split_removed:
         return
     gone = sorted({gpu_backend(g.spec) for g in r.rig.gpus} & set(rt.row_split_removed))
     if gone:
         yield ("warning", f"{rt.name} builds since July 2026 have no -sm row on the {' or '.join(gone)} back-end "
                           f"(they stop at load: 'device CUDA0 does not support split buffers'); this row-split answer is "
-                          f"for older builds. With a current build use --split layer (-sm layer).")
+                          f"for older builds. With a current build use --split tensor (-sm tensor) or --split layer.")
+
+
+@rule("SPL002")
+def spl002_split_choice(r: Report, c: Catalog) -> Iterator[Said]:
+    """On a multi-GPU rig, llama.cpp's two splits side by side (-sm layer: GPUs in turn, little traffic;
+    -sm tensor: all GPUs on every layer, two all-reduces per layer over the rig's link): which one decodes and
+    prefills faster here, how much of tensor parallel's step the link takes, and what NVLink would change."""
+    by = {s.split: s for s in r.split_choices}
+    layer, tensor = by.get("layer"), by.get("tensor")
+    if layer is None or tensor is None:
+        return
+    if not tensor.runs:
+        if layer.runs:
+            yield ("info", f"--split tensor (-sm tensor) does not run here: {tensor.problem.rstrip('.')}.")
+        return
+    if not layer.runs or not layer.decode_tokens_per_s or not tensor.decode_tokens_per_s:
+        return
+    dec = tensor.decode_tokens_per_s / layer.decode_tokens_per_s
+    pre = (tensor.prefill_tokens_per_s or 0) / (layer.prefill_tokens_per_s or 1)
+    if tensor.nvlink_speedup < 1.01:
+        nv = "; a faster link would change little"
+    elif r.rig.nvlink:
+        nv = f"; over PCIe instead of NVLink its step would be {tensor.nvlink_speedup:.3f}x as slow"
+    else:
+        nv = f"; NVLink would make its step {tensor.nvlink_speedup:.3f}x as fast"
+    if dec >= 1.05:
+        verdict = f"tensor parallel pays for one stream here ({dec:.2f}x the decode)"
+    elif dec > 0.95:
+        verdict = "tensor parallel decodes about as fast as the layer split here"
+    else:
+        verdict = "the layer split decodes faster here"
+    nvidia = all(g.spec.vendor == "nvidia" for g in r.rig.gpus)
+    if not nvidia:
+        nv = nv.replace("NVLink", "a GPU link as fast as NVLink")
+    score = c.rules.interconnect.sm_tensor
+    held = (
+        f" (on {score.decode_rows} public runs the -sm tensor/-sm layer decode ratio came out "
+        f"{abs(score.decode_ratio_bias_pct):.0f}% {'high' if score.decode_ratio_bias_pct > 0 else 'low'} at the median)")
+    yield ("info", f"split choice: -sm layer {layer.decode_tokens_per_s:.1f} tok/s decode, "
+                   f"{layer.prefill_tokens_per_s or 0:.0f} tok/s prefill; -sm tensor {tensor.decode_tokens_per_s:.1f} tok/s, "
+                   f"{tensor.prefill_tokens_per_s or 0:.0f} tok/s ({pre:.2f}x the prefill), with "
+                   f"{tensor.link_time_share:.0%} of its step on the GPU links{nv}. So {verdict}{held}"
+                   + ("." if tensor.fits or not layer.fits else ", but it does not fit where the layer split does."))
 
 
 @rule("NVL003")
@@ -546,7 +594,8 @@ def vis001_vision_tower(r: Report, c: Catalog) -> Iterator[Said]:
     t = v.tower
     peak = f"{gib(v.compute_bytes)} reserved for its largest image" if v.compute_bytes else "no compute peak counted"
     each = " each" if len(v.devices) > 1 else ""
-    yield ("info", f"vision tower ({t.kind}, {t.params / 1e9:.2f}B parameters): {gib(v.weights_bytes)} of weights and "
+    what = ", ".join(x for x in (t.kind, f"{t.params / 1e9:.2f}B parameters") if x)
+    yield ("info", f"vision tower{' of ' + t.of if t.of else ''} ({what}): {gib(v.weights_bytes)} of weights and "
                    f"{peak} on {where}{each}; {v.basis}.")
     if v.flash_compute_bytes:
         yield ("info", f"with flash attention (-fa on) its compute buffer would be "
@@ -556,7 +605,8 @@ def vis001_vision_tower(r: Report, c: Catalog) -> Iterator[Said]:
                        f"run: its peak lowers the KV pool by what it exceeds the text run's; "
                        f"--limit-mm-per-prompt '{{\"image\":0}}' serves text only and frees the encoder's memory.")
     if v.sequential and not t.item_patches:
-        yield ("warning", f"assumed: the largest image {t.kind}'s processor accepts is not known, so the encoder's "
+        whose = f"the {t.kind} processor" if t.kind else f"{t.of}'s processor" if t.of else "its processor"
+        yield ("warning", f"assumed: the largest image {whose} accepts is not known, so the encoder's "
                           f"profile peak is not counted (the KV pool may come out smaller than shown).")
     elif v.sequential:
         yield ("warning", "assumed: the encoder's profile peak is estimated from its layer structure (live "

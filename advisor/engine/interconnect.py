@@ -2,8 +2,8 @@
 
 Links: each GPU pair is NVLink (bridge or switch), PCIe peer-to-peer, or PCIe staged through host
 memory (GeForce 40/50 on the stock driver), at the slower of the two GPUs' host links.
-Traffic: layer split moves one hidden vector per token per boundary; tensor parallel does two
-all-reduces per layer per token (latency-bound at decode, bandwidth-bound at prefill and under
+Traffic: layer split moves one hidden vector per token per boundary; tensor parallel (vLLM, llama.cpp
+-sm tensor's meta device) does two all-reduces per layer per token (latency-bound at decode, bandwidth-bound at prefill and under
 concurrency). The verdict compares the same workload with the GPUs' NVLink (where they have one,
 else a generic NVLink 3 bridge) against the rig as it is.
 """
@@ -84,15 +84,16 @@ def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime: Runtim
     assert link is not None
     ic = rules.interconnect
     h = model.hidden_size
-    if placement.strategy == "tensor_parallel" and runtime.tensor_split == "rows":
+    if placement.strategy == "tensor_parallel" and placement.split_kind == "rows":
         return _row_split_times(placement, rig, model, runtime, rules, prompt_tokens, streams, used, link, mode)
     if placement.strategy == "tensor_parallel":
         n = len(used)
         ring = 2 * (n - 1) / n
         per_ar = link.latency_us * 1e-6
         count = 2 * model.layers
-        decode = count * (per_ar + ring * h * 2 * streams / (link.gb_s * 1e9))
-        prefill = count * (per_ar + ring * h * 2 * prompt_tokens / (link.gb_s * 1e9))
+        act = runtime.tp_activation_bytes  # fp16/bf16 activations, or ggml's f32 (llama.cpp -sm tensor)
+        decode = count * (per_ar + ring * h * act * streams / (link.gb_s * 1e9))
+        prefill = count * (per_ar + ring * h * act * prompt_tokens / (link.gb_s * 1e9))
     else:
         boundaries = len(used) - 1
         copy = link.latency_us if link.kind == "network" else \

@@ -37,6 +37,8 @@ class Launch(Record):
     """Environment variables to set first (Ollama's server settings)."""
     modelfile: str = ""
     """The Modelfile text, for launchers that use one."""
+    note: str = ""
+    """Why there is no command (empty `command`): what to do instead."""
 
 
 @record
@@ -111,7 +113,7 @@ def launchers_for(rules: LaunchRules, runtime: str) -> list[str]:
 # --- out: the command for an answer ------------------------------------------------------------
 
 def settings_for(*, model_file: str, ctx: int, concurrency: int, kv_unified: bool, n_layers: int,
-                 gpu_layers_arg: int, split_rows: bool, tensor_split: tuple[float, ...] | None,
+                 gpu_layers_arg: int, split_mode: str | None, tensor_split: tuple[float, ...] | None,
                  cpu_expert_set: tuple[int, ...], moe_layers: tuple[int, ...], flash_attention: bool,
                  kv_type: str, ubatch: int | None, swa_full: bool, prompt_tokens: int) -> dict[str, str | None]:
     """The answer's settings by name (None: not written, the program's default is the answer's)."""
@@ -123,13 +125,19 @@ def settings_for(*, model_file: str, ctx: int, concurrency: int, kv_unified: boo
         n_cpu_moe = str(cpu[-1] + 1)
     elif cpu:
         override = "blk\\.(" + "|".join(str(i) for i in cpu) + ")\\.ffn_(up|down|gate)_exps\\.=CPU"
+    main_gpu = None
+    if split_mode is None and tensor_split and len(tensor_split) > 1 and sorted(tensor_split)[-2] == 0:
+        # everything on one GPU of several: llama.cpp's -sm none on that main GPU (-mg), no split at all
+        split_mode, main_gpu = "none", str(max(range(len(tensor_split)), key=lambda i: tensor_split[i]))
+        tensor_split = None
     return {
         "model": model_file,
         "ctx_total": str(ctx * concurrency),
         "parallel": str(concurrency),
         "kv_unified": "" if kv_unified else None,
         "n_gpu_layers": str(gpu_layers_arg),
-        "split_mode": "row" if split_rows else None,
+        "split_mode": split_mode,
+        "main_gpu": main_gpu,
         "tensor_split": ",".join(f"{x:g}" for x in tensor_split) if tensor_split else None,
         "cpu_moe": cpu_moe,
         "n_cpu_moe": n_cpu_moe,
@@ -185,8 +193,8 @@ def _render_modelfile(entry: Launcher, launcher_id: str, flags: dict[str, Launch
         if flag.value == "fa":
             value = "1" if value == "on" else "0"
         for spelling in flag.names:
-            if spelling == "FROM":
-                lines.insert(0, f"FROM ./{value}")
+            if spelling == "FROM":  # a bare file name in this folder as ./NAME; a path or NAME:TAG as it is
+                lines.insert(0, f"FROM ./{value}" if "/" not in value and value.endswith(".gguf") else f"FROM {value}")
             elif spelling.startswith("PARAMETER "):
                 lines.append(f"{spelling} {value}")
             elif spelling.isupper():
@@ -195,7 +203,7 @@ def _render_modelfile(entry: Launcher, launcher_id: str, flags: dict[str, Launch
                 env.append((spelling, value))
             break
     name = values.get("model", "model") or "model"
-    tag = re.sub(r"[^a-z0-9._-]+", "-", name.lower().removesuffix(".gguf"))[:60] or "model"
+    tag = re.sub(r"[^a-z0-9._-]+", "-", name.rsplit("/", 1)[-1].lower().removesuffix(".gguf"))[:60] or "model"
     envs = " ".join(f"{k}={v}" for k, v in env)
     command = f"{envs + ' ' if envs else ''}ollama serve & ollama create {tag} -f Modelfile && ollama run {tag}"
     return Launch(entry.runtime, launcher_id, command, env=tuple(env), modelfile="\n".join(lines) + "\n")
@@ -377,9 +385,10 @@ def quant_in_name(file_name: str, quant_ids: list[str]) -> tuple[str, str | None
 
 
 def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_layers: tuple[int, ...],
-                         max_context: int, n_gpus: int, quant: str | None):
+                         max_context: int, n_gpus: int, quant: str | None, row_split: bool = False):
     """The engine's Options for exactly the parsed configuration (`base` supplies what a command line
-    cannot say: the workload, the prompt length unless llama-bench gives it)."""
+    cannot say: the workload, the prompt length unless llama-bench gives it). `row_split`: the runtime has
+    `-sm row` as a mode of its own besides `-sm tensor` (llama.cpp)."""
     from dataclasses import replace
 
     from advisor.engine.options import KV_TYPES
@@ -463,12 +472,41 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
         else:
             changes["n_gpu_layers"] = min(_int(parsed, "n_gpu_layers", 0, 1_000_000) or 0, n_layers + 1)
     mode = (parsed.get("split_mode") or "").lower()
+    # -mg/--main-gpu (llama.cpp common/arg.cpp): "the GPU to use for the model (with split-mode = none), or
+    # for intermediate results and KV (with split-mode = row) (default: 0)"; -sm none: "use one GPU only"
+    # (src/llama.cpp: the model's only device is the main GPU; -ts is not used)
+    mg_text = parsed.get("main_gpu")
+    main_gpu = None
+    if mg_text is not None:
+        try:
+            main_gpu = int(mg_text.strip()[:12])
+        except ValueError:
+            raise AdvisorError(f"--cmd: -mg {mg_text[:40]!r} is not a GPU index", "e.g. -mg 0") from None
+    if main_gpu is not None and not 0 <= main_gpu < max(n_gpus, 1):
+        raise AdvisorError(f"--cmd: -mg {main_gpu} names no GPU of this rig ({n_gpus} GPU{'s' if n_gpus != 1 else ''}"
+                           f", numbered from 0)", f"give -mg 0 to {max(n_gpus, 1) - 1}, or describe the rig with --gpu")
+    notes = list(changes["command_notes"])
+    if main_gpu and mode != "none":
+        # -sm tensor's meta device has no main GPU either: -mg is named for none and row only
+        notes.append(f"-mg {main_gpu}: " + (f"with -sm {mode} llama.cpp keeps intermediate results on the main GPU; "
+                                            "the advisor plans them on GPU 0" if mode in ("row", "graph")
+                                            else f"with {'-sm tensor' if mode == 'tensor' else 'a layer split'} the "
+                                                 f"main GPU places nothing: no effect"))
+    if mode == "none" and n_gpus > 1:  # one GPU of the rig: all layers, KV and buffers on the main GPU
+        if parsed.get("tensor_split") is not None:
+            notes.append(f"-ts {parsed.get('tensor_split')}: not used with -sm none (one GPU only)")
+        changes["tensor_split"] = tuple(1.0 if i == (main_gpu or 0) else 0.0 for i in range(n_gpus))
+        changes["split"] = "layer"
+        mode = ""
+        parsed = replace(parsed, settings=tuple((k, v) for k, v in parsed.settings if k != "tensor_split"))
+    changes["command_notes"] = tuple(notes)
     if mode:
-        if mode not in ("layer", "row", "none", "graph"):
-            raise AdvisorError(f"--cmd: split mode {mode!r}", "use layer, row or none")
-        if mode == "none" and n_gpus > 1:
-            raise AdvisorError("--cmd: -sm none uses one GPU of this rig", "describe that one GPU with --gpu")
-        changes["split"] = "tensor" if mode in ("row", "graph") else "layer"
+        if mode not in ("layer", "row", "tensor", "none", "graph"):
+            raise AdvisorError(f"--cmd: split mode {mode!r}", "use layer, tensor, row or none")
+        if mode == "row" and row_split:
+            changes["split"] = "row"
+        else:
+            changes["split"] = "tensor" if mode in ("row", "graph", "tensor") else "layer"
     ts = parsed.get("tensor_split")
     if ts is not None:
         try:
@@ -528,10 +566,13 @@ def weights_source(rules: LaunchRules, checkpoints, launcher_id: str, model_id: 
 
 def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, options, ctx: int,
                n_layers: int, model_ref: str | None = None, checkpoints=None,
-               hf_gguf: tuple[str, str] | None = None) -> Launch | None:
+               hf_gguf: tuple[str, str] | None = None, local=None) -> Launch | None:
     """The command that realises this placement with the first launcher rules/launch.toml declares for
     the runtime `rt` (None: it has none yet). `hf_gguf`: (`ORG/NAME[:TAG]`, file or "") of a GGUF read
-    from the Hub, which a launcher that runs a model file is given by repo (`-hf`) when it can be."""
+    from the Hub, which a launcher that runs a model file is given by repo (`-hf`) when it can be.
+    `local`: the LoadedModel read from files, whose `path` (a GGUF on this machine), `url` (a GGUF URL,
+    given by `model_url` when the launcher has it) and `ollama` (an Ollama `NAME:TAG`, a Modelfile's
+    `FROM`) say how a program is given it; a model no program can be given as read is said in `note`."""
     ids = launchers_for(rules, rt.id)
     if not ids or not placement.runs:
         return None
@@ -545,7 +586,11 @@ def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, op
         ngl = n_layers + 1
     values = settings_for(
         model_file=model_file, ctx=ctx, concurrency=options.concurrency, kv_unified=placer.kv_unified,
-        n_layers=n_layers, gpu_layers_arg=ngl, split_rows=placement.strategy == "tensor_parallel",
+        n_layers=n_layers, gpu_layers_arg=ngl,
+        # llama.cpp's meta device is -sm tensor; every other tensor split is written as a row split (-sm row,
+        # TabbyAPI's --tensor-parallel True reads it so)
+        split_mode=("tensor" if placement.split_kind == "meta" else "row")
+        if placement.strategy == "tensor_parallel" else None,
         tensor_split=options.tensor_split, cpu_expert_set=placement.cpu_expert_set, moe_layers=moe,
         flash_attention=placer.flash_attention, kv_type=options.kv_type, ubatch=options.ubatch,
         swa_full=options.swa_full, prompt_tokens=options.prompt_tokens)
@@ -566,7 +611,25 @@ def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, op
             values["model"] = None
             # -hf fetches the repo's mmproj too: an answer for text only says --no-mmproj
             values["no_mmproj"] = "" if options.mm_limit == 0 else None
+        elif local is not None and not local.path:
+            url, name = getattr(local, "url", ""), getattr(local, "ollama", "")
+            if url and "model_url" in _emit_order(rules, ids[0]) and "model_url" in flags:
+                values["model"], values["model_url"] = None, url  # the program downloads it (-mu URL)
+            elif name and rules.launcher[ids[0]].style != "modelfile":
+                return Launch(rt.id, ids[0], "", note=_not_local_note(rules, name))
+    if rules.launcher[ids[0]].style == "modelfile" and local is not None and getattr(local, "ollama", ""):
+        values["model"] = local.ollama  # FROM NAME:TAG: the Ollama model itself, with these settings
     return render(rules, ids[0], values)
+
+
+def _not_local_note(rules: LaunchRules, name: str) -> str:
+    """An Ollama library model answered for a runtime that runs a file: the file is not on this machine."""
+    ollama = next((e for e in rules.launcher.values() if e.style == "modelfile"), None)
+    if ollama is None:
+        return f"{name} is an Ollama library model that is not on this machine: no file to give the program"
+    return (f"{name} is an Ollama library model that is not in this machine's Ollama store: `{ollama.program} pull "
+            f"{name}` puts its GGUF there (ask again then for this command with its file), and `{ollama.program} run "
+            f"{name}` is the command for the Ollama runtime (--runtime {ollama.runtime})")
 
 
 def vision_settings(vision, options) -> dict[str, str | None]:

@@ -35,6 +35,13 @@ class LoadedModel:
     (`llama-server -hf`, which also fetches the repo's mmproj), else ""."""
     hf_file: str = ""
     """The GGUF's path in that repo when it was named by file (`--hf-file`), else ""."""
+    path: str = ""
+    """A GGUF on this machine (a file, the Hugging Face cache's snapshot file, the Ollama store's blob): the
+    file a program that runs a file is given (a split set's first part), else ""."""
+    url: str = ""
+    """A GGUF read from a URL (not a Hub repo): the URL a program that downloads by URL is given (`-mu`)."""
+    ollama: str = ""
+    """A model read as an Ollama model: its `NAME:TAG` (a Modelfile's `FROM NAME:TAG`), else ""."""
 
     @property
     def other_bytes(self) -> int:

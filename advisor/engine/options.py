@@ -6,7 +6,7 @@ from advisor.record import Record, record
 from advisor.engine.vision import VisionTower
 
 KV_TYPES = ("f16", "q8_0", "q4_0", "fp8")
-SPLITS = ("layer", "tensor")
+SPLITS = ("layer", "tensor", "row")
 WORKLOADS = ("inference", "lora", "qlora", "full-finetune")
 FLASH_ATTN = ("auto", "on", "off")
 DEFAULT_CTX = 8192
@@ -28,7 +28,7 @@ class Options(Record):
     runtime: str = "llama.cpp"
     """Inference runtime id (the contract's default; what each runtime does is in rules/runtimes.toml)."""
     split: str | None = None
-    """`layer` or `tensor`; None: the runtime's default."""
+    """`layer`, `tensor` or `row` (llama.cpp -sm row, where the runtime has it); None: the runtime's default."""
     concurrency: int = 1
     """Sequences decoded at once."""
     workload: str = "inference"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from bisect import bisect_right
 from dataclasses import replace
+from fnmatch import fnmatchcase
 from functools import lru_cache
 
 from advisor.record import Record, record
@@ -79,6 +80,9 @@ class Placement(Record):
     """Why it does not run or fit, in words."""
     layout: mem.WeightsLayout | None = None
     """The weights this placement cut up (from the catalog's bits per weight, or a real file's tensors)."""
+    split_kind: str = ""
+    """How a tensor-parallel placement cut the layers (RuntimeSpec.tensor_split: `heads`, `rows`, `channels` or
+    `meta`); empty for the other strategies."""
 
     @property
     def offloaded_bytes(self) -> int:
@@ -119,6 +123,29 @@ def _layer_devices(n_layer: int, n_gpu_layers: int, capacities: tuple[int, ...])
         else:
             out.append(min(bisect_right(points, f32(f32(il - start) / active)), len(capacities) - 1))
     return tuple(out)
+
+
+def deal_units(units: int, share: list[float], rotation: int = 0) -> list[int]:
+    """`units` whole units (heads, column blocks, rows) dealt out in proportion to `share`: each device its
+    rounded-down part, the units left over one each from device `rotation` on (llama.cpp's meta device rotates
+    where the rounding lands from layer to layer, so the layers together follow -ts)."""
+    n = len(share)
+    got = [int(units * s) for s in share]
+    left = units - sum(got)
+    i = rotation % n if n else 0
+    while left > 0 and n:
+        if share[i] > 0:
+            got[i] += 1
+            left -= 1
+        i = (i + 1) % n
+    return got
+
+
+def _unit_fractions(size: int, unit: int, share: list[float], rotation: int) -> list[float]:
+    """Each device's fraction of a dimension of `size` split in blocks of `unit` (the last block may be short)."""
+    blocks = max(-(-size // max(unit, 1)), 1)
+    got = deal_units(blocks, share, rotation)
+    return [g / blocks for g in got]
 
 
 def rig_capacities(rig: Rig) -> list[int]:
@@ -188,6 +215,8 @@ class Placer:
         self.split_weights = [int(x * GIB) for x in ts] if ts is not None else self.caps
         self.host_cap = host_capacity(rig, rules)
         self.split = options.split or runtime.default_split
+        # what a tensor split cuts: `--split row` is the row split; `--split tensor` the runtime's own kind
+        self.split_kind = "rows" if self.split == "row" else runtime.tensor_split
         self.embed_on_host = runtime.embeddings_on_host
         self.flash_attention = flash_attention_on(runtime, rig, options)
         self.ubatch = options.ubatch or runtime.ubatch
@@ -291,11 +320,13 @@ class Placer:
                                       f"V cache, and it is off here")
         if self.rig.is_cpu_only:
             return self._cpu_only(ctx)
+        if self.split == "tensor" and (why := self.tensor_refusal()):
+            return self._refused(ctx, why)
         if self.runtime.pipeline_split == "even" and (len(self.rig.gpus) > 1 or self.options.cpu_offload_gb):
             return self._staged(ctx)
         explicit = self.options.n_gpu_layers is not None or self.options.cpu_expert_layers is not None
-        if len(self.rig.gpus) > 1 and self.split == "tensor":
-            placement = self._tensor_parallel(ctx)
+        if len(self.rig.gpus) > 1 and self.split in ("tensor", "row"):
+            placement = replace(self._tensor_parallel(ctx), split_kind=self.split_kind)
         elif explicit:  # the layers and experts the command line put where it put them
             ngl = self.model.layers + 1 if self.options.n_gpu_layers is None else self.options.n_gpu_layers
             return self._runs_or_not(self._layers(ctx, min(ngl, self.model.layers + 1),
@@ -381,10 +412,12 @@ class Placer:
 
     def _tensor_parallel(self, ctx: int) -> Placement:
         m, n = self.model, len(self.caps)
-        row_split = self.runtime.tensor_split == "rows"  # splits matrix rows: no head constraint
+        if self.split_kind == "meta":
+            return self._meta_split(ctx)
+        row_split = self.split_kind == "rows"  # splits matrix rows: no head constraint
         # `channels`: heads and MLP channels dealt out in proportion to each GPU's memory (ExLlamaV3's
         # TPAllocator), so no head count has to divide by the GPU count and each GPU keeps its heads' KV.
-        by_memory = self.runtime.tensor_split == "channels"
+        by_memory = self.split_kind == "channels"
         if not (row_split or by_memory) and m.attention_heads % n:
             return self._refused(ctx, f"tensor parallel over {n} GPUs needs the {m.attention_heads} attention "
                                       f"heads to divide by {n}")
@@ -413,6 +446,97 @@ class Placer:
         return Placement("tensor_parallel", devices, self._host(0, 0, 0), fits=ok, runs=ok, gpu_layers=m.layers,
                          problem="" if ok or self.runtime.supports_cpu_offload else
                          f"{self.runtime.name} cannot offload to system RAM and the GPUs are too small")
+
+    def tensor_refusal(self) -> str:
+        """Why the runtime's `--split tensor` refuses this configuration (rules/runtimes.toml tensor_*), or ""."""
+        rt, m = self.runtime, self.model
+        if self.split_kind != "meta" or len(self.rig.gpus) < 2:
+            return ""
+        why = next((why for pattern, why in rt.tensor_unsupported_models.items()
+                    if fnmatchcase(m.id.lower(), pattern)), "")
+        if why:
+            return f"{rt.name} --split-mode tensor does not run {m.name}: {why}; use --split layer"
+        other = sorted({gpu_backend(g.spec) for g in self.rig.gpus} - set(rt.tensor_backends)) if rt.tensor_backends \
+            else []
+        if other:
+            return (f"{rt.name} documents --split-mode tensor for the {' and '.join(rt.tensor_backends)} back-ends only, "
+                    f"not {' or '.join(other)} ({rt.tensor_basis.split(':')[0]}); use --split layer")
+        if rt.tensor_flash_attention and not self.flash_attention:
+            return (f"{rt.name} --split-mode tensor needs flash attention ('SPLIT_MODE_TENSOR requires flash_attn to "
+                    f"be enabled'), and it is off here")
+        if rt.tensor_kv_types and self.options.kv_type not in rt.tensor_kv_types:
+            return (f"{rt.name} --split-mode tensor has no quantized KV cache ('simultaneous use of SPLIT_MODE_TENSOR "
+                    f"and KV cache quantization not implemented'): use --kv-cache {rt.tensor_kv_types[0]}")
+        return ""
+
+    def _meta_split(self, ctx: int) -> Placement:
+        """llama.cpp -sm tensor as its meta device allocates it (src/llama-model.cpp
+        llama_meta_device_get_split_state, PR #19378; rules/runtimes.toml): in every layer the attention
+        matrices go by KV heads (each GPU its KV groups' Q heads and output columns) and the dense and routed-
+        expert feed-forward matrices by units of `lcm(block, 128)` columns, each in -ts proportion (even without
+        -ts), the remainder of the rounding rotating with the layer; the KV cache follows the KV heads (latent
+        attention keeps it whole on every GPU); the output head is cut by vocabulary rows; norms, the router and
+        whatever else a layer holds are mirrored on every GPU; the input embedding stays in host RAM."""
+        m, lay, n = self.model, self.layout, len(self.caps)
+        ts = self.options.tensor_split
+        share = list(ts) if ts is not None and len(ts) == n and sum(ts) > 0 else [1.0] * n
+        share = [x / sum(share) for x in share]
+        kv = self._kv(ctx)
+        bpw = (self.quant.linear_bits if self.quant.linear_bits is not None else self.quant.bits_per_weight) / 8
+        col = int(self.rules.memory.tensor_split.ffn_columns.get(self.quant.kernel,
+                                                                self.rules.memory.tensor_split.ffn_columns["default"]))
+        w, k, e = [0.0] * n, [0.0] * n, [0.0] * n
+        for il in range(m.layers):
+            rot = il % n
+            heads = deal_units(m.kv_heads, share, rot)
+            head_fr = [h / max(m.kv_heads, 1) for h in heads]
+            ew = lay.expert_bytes[il]
+            rest = lay.layer_bytes[il] - ew
+            mats = mem.row_split_matrices(m, il, lay)
+            if mats is None:  # latent attention, recurrent or MLP-only blocks: the split weights in -ts proportion
+                for i in range(n):
+                    w[i] += rest * share[i]
+                    k[i] += kv[il] if m.is_mla else kv[il] * share[i]
+            else:
+                h = m.hidden_size
+                q_dim, kv_dim = m.attention_heads * m.head_dim, m.kv_heads * m.head_dim
+                attn = min((2 * q_dim * h + 2 * kv_dim * h) * bpw, rest)
+                if ew:
+                    ff = m.shared_experts * m.moe_intermediate_size
+                    router = m.experts * h * bpw
+                else:
+                    ff, router = m.intermediate_size, 0.0
+                ffn = min(3 * ff * h * bpw, rest - attn)
+                mirrored = rest - attn - ffn  # norms, the router, biases of sums
+                ffn_fr = _unit_fractions(ff, col, share, rot)
+                for i in range(n):
+                    w[i] += attn * head_fr[i] + ffn * ffn_fr[i] + mirrored
+                    k[i] += kv[il] * head_fr[i]
+                del router
+            if ew:
+                ex_fr = _unit_fractions(m.moe_intermediate_size or m.intermediate_size, col, share, rot)
+                for i in range(n):
+                    w[i] += ew * ex_fr[i]
+                    e[i] += ew * ex_fr[i]
+        out_fr = [r / max(m.vocab_size, 1) for r in deal_units(m.vocab_size, share, m.layers % n)]
+        for i in range(n):
+            w[i] += lay.output_bytes * out_fr[i]
+        host_w = lay.embed_bytes if self.embed_on_host else 0
+        if not self.embed_on_host:  # a runtime that keeps the input embedding on its GPUs: mirrored like the rest
+            for i in range(n):
+                w[i] += lay.embed_bytes
+        devices = tuple(
+            DeviceUse(g.label, g.name or g.spec.name, int(w[i]), int(k[i]),
+                      self._overhead(ctx, holds_output=True, heads=max(round(m.attention_heads * share[i]), 1), gpu=i),
+                      self.caps[i], m.layers, True, int(e[i]))
+            for i, g in enumerate(self.rig.gpus))
+        ok = all(d.fits for d in devices)
+        over = next((d for d in devices if not d.fits), None)
+        problem = "" if over is None else (
+            f"{over.device} would need {over.total_bytes / GIB:.1f} GiB with --split-mode tensor; "
+            f"{over.capacity_bytes / GIB:.1f} GiB is usable (this mode cannot fit itself: lower -c or use --split layer)")
+        return Placement("tensor_parallel", devices, self._host(host_w, 0, 0), fits=ok, runs=ok, gpu_layers=m.layers,
+                         problem=problem)
 
     def _row_tile(self) -> list[int]:
         """Each GPU's MMQ tile height, the rows its share of a split matrix is rounded to (rules/memory.toml

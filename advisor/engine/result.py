@@ -87,6 +87,24 @@ class Interconnect(Record):
 
 
 @record
+class SplitChoice(Record):
+    """One multi-GPU split of the same answer, for the split choice (llama.cpp: -sm layer vs -sm tensor)."""
+
+    split: str
+    """`layer`, `tensor` or `row` (the `--split` value)."""
+    runs: bool
+    fits: bool
+    decode_tokens_per_s: float | None
+    prefill_tokens_per_s: float | None
+    link_time_share: float
+    """Fraction of the decode step (or of the prefill, where the verdict is about prefill) on the GPU links."""
+    nvlink_speedup: float
+    """The same split with NVLink (>= 1.0)."""
+    problem: str = ""
+    """Why it does not run or fit."""
+
+
+@record
 class Training(Record):
     """Memory and step time for a training workload."""
 
@@ -215,6 +233,9 @@ class Report(Record):
     """The command that realises this answer (rules/launch.toml), when the runtime has a launcher."""
     serving: Serving | None = None
     """Paged-KV runtimes (vLLM, SGLang): the KV pool and how many requests run at once."""
+    split_choices: tuple[SplitChoice, ...] = ()
+    """The same answer under the runtime's other multi-GPU splits (llama.cpp -sm layer / -sm tensor), where
+    it has a tensor split of its own to compare."""
     refusal: str = ""
     """Why the runtime cannot run this model on these GPUs at all (compatibility rules), or empty."""
     vision: VisionUse | None = None

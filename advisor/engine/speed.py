@@ -52,11 +52,13 @@ def answer_kind(placement: Placement, rig: Rig, model: ModelSpec, runtime: Runti
 
     Decided from the runtime's declared `speed_kind` (Ollama inherits llama.cpp's: it runs its
     kernels), the placement's strategy, the GPUs' vendor and whether the model routes experts; a
-    llama.cpp-kind tensor parallel is its row split."""
+    llama.cpp-kind tensor parallel is its row split, or its meta device (-sm tensor) where the placement says so."""
     who = runtime.speed_kind or "unmeasured runtime"
     if placement.strategy == "cpu_only" or not rig.gpus:
         return f"{who}, CPU only"
     where = PLACEMENT_KINDS.get(placement.strategy, placement.strategy)
+    if placement.strategy == "tensor_parallel" and placement.split_kind == "meta":
+        where = "tensor parallel (-sm tensor)"  # llama.cpp's meta device, not its row split
     if model.is_moe and placement.strategy in ("single_gpu", "layer_split", "tensor_parallel"):
         where = "MoE on GPU"
     vendor = rig.gpus[0].spec.vendor

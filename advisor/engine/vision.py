@@ -45,7 +45,7 @@ class VisionTower(Record):
     """`mmproj` (a GGUF given with --mmproj), `checkpoint` (the model's own tensors) or `config` (counted
     from vision_config)."""
     kind: str
-    """The projector type (`clip.projector_type`) or the vision config's model_type."""
+    """The projector type (`clip.projector_type`) or the vision config's model_type ("": not known)."""
     exact: bool = True
     """The bytes are the file's (False: counted from the config's dims)."""
     path: str = ""
@@ -53,6 +53,8 @@ class VisionTower(Record):
     fetched: str = ""
     """An mmproj the runtime fetches with the model itself (`ORG/NAME/FILE` beside an `-hf` GGUF, as
     `llama-server -hf` picks it): named in the answer, not written into the command."""
+    of: str = ""
+    """The model whose tower this is, when the catalog knows it only by its parameter count (no kind)."""
     hidden_size: int = 0
     """Encoder width (n_embd)."""
     ff_size: int = 0
@@ -179,11 +181,11 @@ def vision_use(tower: VisionTower | None, terms: str, rules, *, flash_attention:
     return None
 
 
-def catalog_tower(params: int, kind: str, rules) -> VisionTower:
+def catalog_tower(params: int, model_name: str, rules) -> VisionTower:
     """A tower the catalog knows only by its parameter count: weights at the checkpoint's 16 bits, no
-    compute peak (its dims are not recorded)."""
+    compute peak (its dims are not recorded); named by its model (`of`), its kind unknown."""
     return VisionTower(params=params, weight_bytes=int(params * rules.vision.checkpoint_bytes_per_param),
-                       source="config", kind=kind, exact=False,
+                       source="config", kind="", of=model_name, exact=False,
                        assumptions=("the vision tower is known only by its parameter count (the catalog): its "
                                     "weights are counted at 16 bits, the encoder's profile peak is not",))
 
@@ -195,7 +197,7 @@ def tower_for(options, loaded, model, rules) -> VisionTower | None:
     if loaded is not None and loaded.vision is not None:
         return loaded.vision
     if model.vision_params:
-        return catalog_tower(model.vision_params, model.family, rules)
+        return catalog_tower(model.vision_params, model.name, rules)
     return None
 
 

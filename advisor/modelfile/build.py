@@ -25,9 +25,13 @@ _SPLIT = re.compile(r"^(?P<stem>.*)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
 def from_gguf(path: Path, *, source: str = "gguf file", name: str | None = None,
               sources: tuple[str, ...] | None = None) -> LoadedModel:
     """A .gguf file (every part of a split one). `name` stands for the file name (Ollama's NAME:TAG)."""
+    import os
+    from dataclasses import replace
+
     parts = split_parts(path)
-    return from_gguf_files([read_gguf(p) for p in parts], [p.name for p in parts], source=source, name=name,
-                           sources=sources or (str(parts[0]),))
+    loaded = from_gguf_files([read_gguf(p) for p in parts], [p.name for p in parts], source=source, name=name,
+                             sources=sources or (str(parts[0]),))
+    return replace(loaded, path=os.path.abspath(parts[0]))  # llama.cpp is given a split set's first part
 
 
 def from_gguf_files(files: list[GgufFile], names: list[str], *, source: str, name: str | None,

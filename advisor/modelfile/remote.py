@@ -130,8 +130,10 @@ def read_remote(ref: Ref, progress: Progress | None = None, *, mmproj: bool = Tr
     if ref.kind == "hf":
         return _read_hf(ref, progress, mmproj)
     if ref.kind == "url":
+        from dataclasses import replace
+
         key = fetch.record_key("url", ref.url)
-        return fetch.run(key, ref.text, lambda src: _gguf_from_url(src, ref), progress=progress)
+        return replace(fetch.run(key, ref.text, lambda src: _gguf_from_url(src, ref), progress=progress), url=ref.url)
     return _read_ollama(ref, progress, mmproj)
 
 
@@ -587,9 +589,11 @@ def _read_ollama(ref: Ref, progress: Progress | None, mmproj: bool = True) -> Lo
     key = fetch.record_key("ollama", registry, namespace, model, ref.tag)
     display = f"{ref.name}:{ref.tag}"
     try:
-        return fetch.run(key, f"ollama:{display}",
-                         lambda src: _ollama_model(src, registry, namespace, model, ref.tag, display, mmproj),
-                         progress=progress)
+        from dataclasses import replace
+
+        return replace(fetch.run(key, f"ollama:{display}",
+                                 lambda src: _ollama_model(src, registry, namespace, model, ref.tag, display, mmproj),
+                                 progress=progress), ollama=display)
     except RemoteError as exc:
         folder, root = stores._manifest_folder(parts)
         local = sorted(p.name for p in folder.iterdir())[:10] if folder.is_dir() else []

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from advisor.errors import AdvisorError
@@ -92,6 +93,7 @@ def read_ollama(ref: str, *, mmproj: bool = True) -> LoadedModel:
         raise AdvisorError(f"ollama model {display}: its weights blob {blob.name[:19]}… is missing from {root / 'blobs'}",
                            f"run `ollama pull {display}` again")
     loaded = from_gguf(blob, source="ollama store", name=display, sources=(f"ollama:{display}", str(blob)))
+    loaded = replace(loaded, ollama=display)
     projectors = [layer.get("digest") for layer in layers
                   if isinstance(layer, dict) and layer.get("mediaType") == PROJECTOR_MEDIA_TYPE]
     if not mmproj or not projectors:

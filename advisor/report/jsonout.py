@@ -85,14 +85,22 @@ def check_json(r: Report) -> dict[str, Any]:
         out["choices"] = [choice_json(c) for c in r.choices]
     if r.launch is not None:
         lc = r.launch
-        out["launch"] = {"command": lc.command, "runtime": lc.runtime, "launcher": lc.launcher,
+        out["launch"] = {"command": lc.command or None, "runtime": lc.runtime, "launcher": lc.launcher,
                          "env": {k: v for k, v in lc.env}, "modelfile": lc.modelfile or None}
+        if lc.note:
+            out["launch"]["note"] = lc.note
     if r.options.command_notes:
         out["command_notes"] = list(r.options.command_notes)
     if r.serving is not None:
         out["serving"] = serving_json(r)
     if r.vision is not None:
         out["vision"] = vision_json(r)
+    if r.split_choices:  # llama.cpp on several GPUs: -sm layer vs -sm tensor (SPL002)
+        out["split_choices"] = [
+            {"split": s.split, "runs": s.runs, "fits": s.fits, "decode_tokens_per_s": s.decode_tokens_per_s,
+             "prefill_tokens_per_s": s.prefill_tokens_per_s, "link_time_share": s.link_time_share,
+             "nvlink_speedup": s.nvlink_speedup, "problem": s.problem or None}
+            for s in r.split_choices]
     if r.refusal:
         out["refusal"] = r.refusal
     if r.training is not None:
@@ -154,7 +162,7 @@ def vision_json(r: Report) -> dict[str, Any]:
     """`vision`: the vision tower the answer loads (in each holding device's overhead_bytes)."""
     v = r.vision
     t = v.tower
-    return {"kind": t.kind, "source": t.source, "file": t.path or t.fetched or None, "params": t.params, "exact": t.exact,
+    return {"kind": t.kind or None, "source": t.source, "file": t.path or t.fetched or None, "params": t.params, "exact": t.exact,
             "weights_bytes": v.weights_bytes, "compute_bytes": v.compute_bytes,
             "devices": [f"gpu{i}" for i in v.devices] or ["cpu"], "images_profiled": v.images or None,
             "basis": v.basis}

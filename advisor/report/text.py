@@ -178,7 +178,7 @@ def run_it_lines(r: Report) -> tuple[str, ...]:
         return ()
     if lc.modelfile:
         return ("Modelfile:", *(f"  {line}" for line in lc.modelfile.splitlines()), lc.command)
-    return (lc.command,)
+    return (lc.command,) if lc.command else (lc.note,)
 
 
 def _streams(r: Report) -> str:
