@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import sm_tensor as smt  # noqa: E402
 
 # Reached on tests/data/llamacpp_sm_tensor.csv (11 rows, PR #19378; nothing fitted on them), bench/sm_tensor.py:
-TG_TENSOR_MEDIAN_MAX = 0.31   # reached 30.2% (-sm tensor decode tokens/s, 4 rows)
+TG_TENSOR_MEDIAN_MAX = 0.31   # reached 30.2% (-sm tensor decode tokens/s, 5 rows)
 TG_RATIO_MEDIAN_MAX = 0.18    # reached 17.7% (tensor/layer decode ratio)
 PP_TENSOR_MEDIAN_MAX = 0.03   # reached 2.7% (-sm tensor prefill tokens/s, 7 rows; the dev-branch MoE rows are 4-5x off)
 
@@ -84,6 +84,14 @@ def test_what_it_refuses(catalog, opts, words):
     assert _eval(catalog, "llama-3.1-8b", ["2xrtx-3090"], quant="Q4_K_M", split="layer", **opts).placement.runs
 
 
+def test_back_ends_it_is_not_documented_for(catalog):
+    """docs/multi-gpu.md: CUDA and HIP/ROCm run -sm tensor; SYCL has only none and layer."""
+    r = _eval(catalog, "llama-3.1-8b", ["2xarc-a770-16gb"], quant="Q4_K_M", split="tensor")
+    assert not r.placement.runs and "sycl" in r.placement.problem
+    amd = _eval(catalog, "llama-3.1-8b", ["2xrx-7900-xtx"], quant="Q4_K_M", split="tensor")
+    assert amd.placement.runs and amd.placement.split_kind == "meta"
+
+
 def test_architectures_it_does_not_implement(catalog):
     r = _eval(catalog, "deepseek-r1", ["8xh200-sxm"], quant="Q2_K", split="tensor")
     assert not r.placement.runs and "deepseek2" in r.placement.problem
@@ -139,6 +147,17 @@ def scored(catalog):
 def test_decode_against_public_tables(scored):
     t50, _, q50, _ = smt.summary(scored, "tg")
     assert t50 <= TG_TENSOR_MEDIAN_MAX and q50 <= TG_RATIO_MEDIAN_MAX
+
+
+def test_the_quoted_score_is_what_the_data_gives(catalog, scored):
+    """rules/interconnect.toml [sm_tensor], which SPL002 quotes, is what bench/sm_tensor.py gives."""
+    import statistics
+
+    q = catalog.rules.interconnect.sm_tensor
+    tg = [s for s in scored if s.test == "tg"]
+    assert q.decode_rows == len(tg)
+    assert q.decode_ratio_median_pct == round(100 * statistics.median(abs(s.ratio_error) for s in tg), 1)
+    assert q.decode_ratio_bias_pct == round(100 * statistics.median(s.ratio_error for s in tg), 1)
 
 
 def test_prefill_against_public_tables(scored):

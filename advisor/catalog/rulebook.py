@@ -271,6 +271,18 @@ class TrainingRules(Record):
 
 
 @record
+class SmTensorScore(Record):
+    """How llama.cpp -sm tensor estimates held up on public runs no constant was fitted on
+    (rules/interconnect.toml [sm_tensor], printed by bench/sm_tensor.py, checked by tests/test_sm_tensor.py)."""
+    __pydantic_config__ = _STRICT
+    decode_rows: int
+    decode_ratio_median_pct: float
+    """Median |predicted / measured - 1| of the -sm tensor / -sm layer decode ratio."""
+    decode_ratio_bias_pct: float
+    """Median signed error of that ratio (positive: the engine expects more of tensor parallel than was measured)."""
+
+
+@record
 class InterconnectRules(Record):
     __pydantic_config__ = _STRICT
     pcie: PcieRules
@@ -280,6 +292,8 @@ class InterconnectRules(Record):
     network: NetworkRules
     verdict: VerdictRules
     training: TrainingRules
+    sm_tensor: SmTensorScore
+    """llama.cpp -sm tensor's held-out score, quoted by SPL002."""
 
 
 # --- rules/plan.toml ----------------------------------------------------------------------------

@@ -328,8 +328,13 @@ def nvl001_verdict(r: Report, c: Catalog) -> Iterator[Said]:
 @rule("NVL002")
 def nvl002_split_mode(r: Report, c: Catalog) -> Iterator[Said]:
     """Tensor parallel over a host-staged PCIe link pays the all-reduce latency every layer;
-    for one stream, layer split is usually as fast and needs no fast link."""
+    for one stream, layer split is usually as fast and needs no fast link (said only where the split choice,
+    SPL002, does not show tensor parallel decoding faster)."""
     i = r.interconnect
+    by = {s.split: s for s in r.split_choices}
+    if "layer" in by and "tensor" in by and by["layer"].decode_tokens_per_s and by["tensor"].decode_tokens_per_s \
+            and by["tensor"].decode_tokens_per_s > by["layer"].decode_tokens_per_s:
+        return  # the split choice (SPL002) shows tensor parallel ahead even over this link
     if r.placement.strategy == "tensor_parallel" and i.details and "host" in i.details[0][1] and \
             r.options.concurrency == 1:
         yield ("info",
@@ -373,19 +378,26 @@ def spl002_split_choice(r: Report, c: Catalog) -> Iterator[Said]:
     if tensor.nvlink_speedup < 1.01:
         nv = "; a faster link would change little"
     elif r.rig.nvlink:
-        nv = f"; over PCIe instead of NVLink its step would be {tensor.nvlink_speedup:.2f}x as slow"
+        nv = f"; over PCIe instead of NVLink its step would be {tensor.nvlink_speedup:.3f}x as slow"
     else:
-        nv = f"; NVLink would make its step {tensor.nvlink_speedup:.2f}x as fast"
+        nv = f"; NVLink would make its step {tensor.nvlink_speedup:.3f}x as fast"
     if dec >= 1.05:
         verdict = f"tensor parallel pays for one stream here ({dec:.2f}x the decode)"
     elif dec > 0.95:
         verdict = "tensor parallel decodes about as fast as the layer split here"
     else:
         verdict = "the layer split decodes faster here"
+    nvidia = all(g.spec.vendor == "nvidia" for g in r.rig.gpus)
+    if not nvidia:
+        nv = nv.replace("NVLink", "a GPU link as fast as NVLink")
+    score = c.rules.interconnect.sm_tensor
+    held = (
+        f" (on {score.decode_rows} public runs the -sm tensor/-sm layer decode ratio came out "
+        f"{abs(score.decode_ratio_bias_pct):.0f}% {'high' if score.decode_ratio_bias_pct > 0 else 'low'} at the median)")
     yield ("info", f"split choice: -sm layer {layer.decode_tokens_per_s:.1f} tok/s decode, "
                    f"{layer.prefill_tokens_per_s or 0:.0f} tok/s prefill; -sm tensor {tensor.decode_tokens_per_s:.1f} tok/s, "
                    f"{tensor.prefill_tokens_per_s or 0:.0f} tok/s ({pre:.2f}x the prefill), with "
-                   f"{tensor.link_time_share:.0%} of its step on the GPU links{nv}. So {verdict}"
+                   f"{tensor.link_time_share:.0%} of its step on the GPU links{nv}. So {verdict}{held}"
                    + ("." if tensor.fits or not layer.fits else ", but it does not fit where the layer split does."))
 
 

@@ -487,9 +487,11 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
                            f", numbered from 0)", f"give -mg 0 to {max(n_gpus, 1) - 1}, or describe the rig with --gpu")
     notes = list(changes["command_notes"])
     if main_gpu and mode != "none":
+        # -sm tensor's meta device has no main GPU either: -mg is named for none and row only
         notes.append(f"-mg {main_gpu}: " + (f"with -sm {mode} llama.cpp keeps intermediate results on the main GPU; "
-                                            "the advisor plans them on GPU 0" if mode in ("row", "tensor", "graph")
-                                            else "with a layer split the main GPU places nothing: no effect"))
+                                            "the advisor plans them on GPU 0" if mode in ("row", "graph")
+                                            else f"with {'-sm tensor' if mode == 'tensor' else 'a layer split'} the "
+                                                 f"main GPU places nothing: no effect"))
     if mode == "none" and n_gpus > 1:  # one GPU of the rig: all layers, KV and buffers on the main GPU
         if parsed.get("tensor_split") is not None:
             notes.append(f"-ts {parsed.get('tensor_split')}: not used with -sm none (one GPU only)")

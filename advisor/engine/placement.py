@@ -456,6 +456,11 @@ class Placer:
                     if fnmatchcase(m.id.lower(), pattern)), "")
         if why:
             return f"{rt.name} --split-mode tensor does not run {m.name}: {why}; use --split layer"
+        other = sorted({gpu_backend(g.spec) for g in self.rig.gpus} - set(rt.tensor_backends)) if rt.tensor_backends \
+            else []
+        if other:
+            return (f"{rt.name} documents --split-mode tensor for the {' and '.join(rt.tensor_backends)} back-ends only, "
+                    f"not {' or '.join(other)} ({rt.tensor_basis.split(':')[0]}); use --split layer")
         if rt.tensor_flash_attention and not self.flash_attention:
             return (f"{rt.name} --split-mode tensor needs flash attention ('SPLIT_MODE_TENSOR requires flash_attn to "
                     f"be enabled'), and it is off here")

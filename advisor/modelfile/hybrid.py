@@ -136,7 +136,9 @@ def compressed_attention_params(c: dict[str, Any], hidden: int, ratio: int, wher
     (ratio > 0): kv_proj and gate_proj of hidden x coff x head_dim, position_bias of ratio x coff x
     head_dim, kv_norm (coff 2 for the overlapping ratio-4 windows). The ratio-4 indexer: its own compressor
     at index_head_dim (coff 2), q_b_proj (q_lora_rank x index_n_heads x index_head_dim) and weights_proj
-    (hidden x index_n_heads)."""
+    (hidden x index_n_heads). llama.cpp creates the same tensors (ggml-org/llama.cpp src/models/deepseek4.cpp
+    load_arch_tensors @00395eb2: attn_sinks, wq_a, attn_q_a_norm, wq_b, wkv, attn_kv_norm, wo_a, wo_b; compressor
+    wkv/wgate of coff x head_dim, ape of coff x head_dim x ratio, norm; indexer proj, attn_q_b and its compressor)."""
     g = lambda keys, default=0: get_int(c, keys, where, "any", default)  # noqa: E731
     heads, hd, q_lora = g("num_attention_heads"), g("head_dim"), g("q_lora_rank")
     o_lora, o_groups = g("o_lora_rank"), g("o_groups", 1)
