@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from advisor.cli import build_parser
-from advisor.commands.args import command_inputs, options_from, resolve_model, rig_from_args
 from advisor.engine.check import evaluate
 from advisor.engine.options import Options
 from advisor.engine.placement import deal_units
 from advisor.errors import AdvisorError
 from advisor.probe.flags import rig_from_flags
+from tests.test_launch import _answer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
@@ -98,20 +97,6 @@ def test_architectures_it_does_not_implement(catalog):
     layer = _eval(catalog, "deepseek-r1", ["8xh200-sxm"], quant="Q2_K", split="layer")
     spl = {f.code: f for f in layer.findings}["SPL002"]
     assert "does not run here" in spl.message
-
-
-def _args(*argv: str):
-    return build_parser("check").parse_args(["check", *argv])
-
-
-def _answer(catalog, *argv: str):
-    args = _args(*argv)
-    rig = rig_from_args(args, catalog)
-    if args.cmd:
-        model, options = command_inputs(catalog, args, rig)
-    else:
-        model, options = resolve_model(catalog, args.model), options_from(args)
-    return evaluate(catalog, rig, model, options)
 
 
 @pytest.mark.parametrize("split, word, kind", [("tensor", "-sm tensor", "meta"), ("row", "-sm row", "rows")])
