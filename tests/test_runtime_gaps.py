@@ -67,6 +67,17 @@ def test_concurrency_that_all_fits_still_says_n_streams(run_cli):
     assert "8 streams" in text and "queue" not in text.split("Serving")[0]
 
 
+def _quant_row(text: str) -> str:
+    return next(line for line in text.splitlines() if line.strip().startswith("quantization "))
+
+
+def test_a_refused_answer_does_not_call_its_shown_quant_chosen(run_cli):
+    refused = run_cli("check", "llama-3.1-70b", "--gpu", "tesla-p40", "--runtime", "vllm").stdout
+    assert "DOES NOT RUN" in refused and _quant_row(refused).endswith("(no quant runs)")
+    offloaded = run_cli("check", "llama-3.1-70b", "--gpu", "rtx-3090").stdout
+    assert _quant_row(offloaded).endswith("(chosen)")
+
+
 # --- "try instead" names only runtimes that would run -----------------------------------------------------
 
 ALT_RIGS = ["radeon-780m-32gb", "mi50-32gb", "mi60", "mi300x", "rx-7900-xtx", "tesla-p40", "rtx-3090", "h100-sxm",

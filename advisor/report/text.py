@@ -96,7 +96,8 @@ def document(r: Report) -> list[Section]:
         return training_document(r)
     p = r.placement
     secs = []
-    quant_note = " (chosen: best that fits)" if r.quant_chosen and r.fits else (" (chosen)" if r.quant_chosen else "")
+    quant_note = ("" if not r.quant_chosen else " (chosen: best that fits)" if r.fits else " (chosen)" if r.runs
+                  else " (no quant runs)")
     secs.append(Section("Answer", (
         ("fits in GPU memory", "yes" if r.fits else "no"),
         ("runs", "yes" if r.runs else "no"),
