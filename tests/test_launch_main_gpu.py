@@ -26,6 +26,8 @@ def test_sm_none_places_everything_on_the_main_gpu(catalog):
     assert r.speed.decode_tokens_per_s == alone.speed.decode_tokens_per_s
     assert not r.options.command_notes
     assert " -sm none -mg 1 " in r.launch.command and "-ts" not in r.launch.command
+    assert r.placement.strategy == alone.placement.strategy == "single_gpu"  # one GPU's answer, one GPU's error band
+    assert r.speed.error_band.text == alone.speed.error_band.text
     default = _answer(catalog, "--cmd", CMD + "-sm none", *RIG)  # -mg defaults to 0: the 3090
     assert _per_gpu(default)[1] == 0 and _per_gpu(default)[0] > 0
 

@@ -403,7 +403,7 @@ class Placer:
         gpu_ok = all(d.fits for d in devices)
         full = n_gpu_layers > n and not moved
         if full:
-            strategy = "single_gpu" if len(used) <= 1 and len(self.caps) == 1 else "layer_split"
+            strategy = "single_gpu" if len(used) <= 1 else "layer_split"
         else:
             strategy = "moe_offload" if moved and n_gpu_layers > n else "cpu_offload"
         return Placement(strategy, tuple(devices), host, fits=gpu_ok and full and host.fits,
