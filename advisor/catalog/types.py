@@ -336,6 +336,12 @@ class QuantSpec(Record):
     IQ4_KS and the other ik_llama.cpp types, `llama.cpp` for ids only mainline defines); a runtime loads
     the file only when it reads every one (RuntimeSpec.ggml_tables)."""
 
+    @property
+    def body_bits(self) -> float:
+        """Bits per weight of the repeating layers' matrices: `linear_bits` where the format states them, else
+        the whole-file average."""
+        return self.linear_bits if self.linear_bits is not None else self.bits_per_weight
+
 
 @record
 class RuntimeSpec(Record):

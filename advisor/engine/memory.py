@@ -71,7 +71,7 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
             expert_params = [0] * n
             extra = [0] * n
     shared = (body - sum(extra)) / n
-    body_bits = quant.linear_bits if quant.linear_bits is not None else bpw
+    body_bits = quant.body_bits
     edge_bits = quant.embed_bits if quant.linear_bits is not None else bpw
     expert_bits = quant.expert_bits or body_bits
     if model.native_expert_bits and quant.format == "gguf":

@@ -482,7 +482,7 @@ class Placer:
         share = list(ts) if ts is not None and len(ts) == n and sum(ts) > 0 else [1.0] * n
         share = [x / sum(share) for x in share]
         kv = self._kv(ctx)
-        bpw = (self.quant.linear_bits if self.quant.linear_bits is not None else self.quant.bits_per_weight) / 8
+        bpw = self.quant.body_bits / 8
         col = int(self.rules.memory.tensor_split.ffn_columns.get(self.quant.kernel,
                                                                 self.rules.memory.tensor_split.ffn_columns["default"]))
         w, k, e = [0.0] * n, [0.0] * n, [0.0] * n
@@ -501,18 +501,13 @@ class Placer:
                 h = m.hidden_size
                 q_dim, kv_dim = m.attention_heads * m.head_dim, m.kv_heads * m.head_dim
                 attn = min((2 * q_dim * h + 2 * kv_dim * h) * bpw, rest)
-                if ew:
-                    ff = m.shared_experts * m.moe_intermediate_size
-                    router = m.experts * h * bpw
-                else:
-                    ff, router = m.intermediate_size, 0.0
+                ff = m.shared_experts * m.moe_intermediate_size if ew else m.intermediate_size
                 ffn = min(3 * ff * h * bpw, rest - attn)
                 mirrored = rest - attn - ffn  # norms, the router, biases of sums
                 ffn_fr = _unit_fractions(ff, col, share, rot)
                 for i in range(n):
                     w[i] += attn * head_fr[i] + ffn * ffn_fr[i] + mirrored
                     k[i] += kv[il] * head_fr[i]
-                del router
             if ew:
                 ex_fr = _unit_fractions(m.moe_intermediate_size or m.intermediate_size, col, share, rot)
                 for i in range(n):
@@ -566,7 +561,7 @@ class Placer:
         starts = mem.row_split_starts(list(ts) if ts is not None and len(ts) == n and any(ts)
                                       else [g.spec.vram_bytes for g in self.rig.gpus])
         rounding = mem.row_rounding(starts, self._row_tile())
-        bpw = (self.quant.linear_bits if self.quant.linear_bits is not None else self.quant.bits_per_weight) / 8
+        bpw = self.quant.body_bits / 8
         own = [0] * n
         split = [0] * n
         k, e, nl = [0] * n, [0] * n, [0] * n
