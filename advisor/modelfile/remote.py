@@ -501,17 +501,24 @@ def _with_mmproj(src: Source, model: LoadedModel, repo: str, first: str, sizes: 
     name = pick_mmproj(sizes, first) if wanted else ""
     if not name:
         return model
+    what = f"{repo}/{name}"
+    return _attach_projector(src, model, url(name), what, sizes.get(name), what, _NO_MMPROJ_HINT, on_status(what))
+
+
+def _attach_projector(src: Source, model: LoadedModel, address: str, label: str, size: int | None, fetched: str,
+                      hint: str, status=None) -> LoadedModel:
+    """`model` with the vision tower of the projector GGUF at `address` (its header only); a failure to read it
+    is the answer's, with `hint` (the runtime does not start without it)."""
     from advisor.modelfile.gguf_file import read_gguf_stream
     from advisor.modelfile.vision import attach, mmproj_tower, rules
 
-    what = f"{repo}/{name}"
     try:
-        with src.open(url(name), what, sizes.get(name), on_status(what)) as f:
-            header = read_gguf_stream(f, f.size, what)
+        with src.open(address, label, size, status) as f:
+            header = read_gguf_stream(f, f.size, label)
         src.done(f)
-        tower = mmproj_tower(header, what, rules(), fetched=what)
+        tower = mmproj_tower(header, label, rules(), fetched=fetched)
     except AdvisorError as exc:
-        exc.hint = "; ".join(h for h in (exc.hint, _NO_MMPROJ_HINT) if h)
+        exc.hint = "; ".join(h for h in (exc.hint, hint) if h)
         raise
     return attach(model, tower)
 
@@ -643,18 +650,8 @@ def _ollama_model(src: Source, registry: str, namespace: str, model: str, tag: s
         raise RemoteError(f"{what}: the manifest's projector layer has no sha256 digest", "")
     if not isinstance(psize, int) or isinstance(psize, bool) or psize <= 0:
         psize = None
-    from advisor.modelfile.vision import attach, mmproj_tower, rules
-
-    plabel = f"{display} projector (blob {pdigest[7:19]}…)"
-    try:
-        with src.open(f"{base}/blobs/{pdigest}", plabel, psize) as f:
-            header = read_gguf_stream(f, f.size, plabel)
-        src.done(f)
-        tower = mmproj_tower(header, plabel, rules(), fetched=f"{display} projector sha256-{pdigest[7:]}")
-    except AdvisorError as exc:
-        exc.hint = "; ".join(h for h in (exc.hint, _NO_PROJECTOR_HINT) if h)
-        raise
-    return attach(loaded, tower)
+    return _attach_projector(src, loaded, f"{base}/blobs/{pdigest}", f"{display} projector (blob {pdigest[7:19]}…)",
+                             psize, f"{display} projector sha256-{pdigest[7:]}", _NO_PROJECTOR_HINT)
 
 
 _NO_PROJECTOR_HINT = "Ollama loads this vision projector with the model; --no-mmproj answers for text only"
