@@ -24,7 +24,7 @@ import re
 import statistics
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -34,10 +34,10 @@ from measurements import ROOT, SPEED_DATASETS, Case, is_heldout, load_cases, pla
 
 from advisor.catalog.load import load_catalog  # noqa: E402
 from advisor.catalog.rulebook import build_rulebook, rulebook_to_dict  # noqa: E402
-from advisor.engine import check  # noqa: E402
+from advisor.engine import estimate  # noqa: E402
 from advisor.engine import memory as mem  # noqa: E402
 from advisor.engine import speed as spd  # noqa: E402
-from advisor.engine.check import decode_seconds, prefill_seconds  # noqa: E402
+from advisor.engine.estimate import decode_seconds, prefill_seconds  # noqa: E402
 
 MIN_ROWS = 8
 """Rows an entry of a table needs before it gets its own fitted value (fewer: the default)."""
@@ -97,19 +97,19 @@ class _LinkTimes:
             self.memo.clear()
             self.keep.clear()
 
-    def __call__(self, placement, rig, model, runtime_id, rules, prompt_tokens, streams, **kw):
+    def __call__(self, sc, placement, prompt_tokens, streams, **kw):
         if not self.active or kw:
-            return self.inner(placement, rig, model, runtime_id, rules, prompt_tokens, streams, **kw)
-        key = (id(placement), id(rig), runtime_id, prompt_tokens, streams)
+            return self.inner(sc, placement, prompt_tokens, streams, **kw)
+        key = (id(placement), id(sc.rig), sc.runtime.id, prompt_tokens, streams)
         if key not in self.memo:
-            self.keep.append((placement, rig))  # their ids stay theirs while the memo lives
-            self.memo[key] = self.inner(placement, rig, model, runtime_id, rules, prompt_tokens, streams)
+            self.keep.append((placement, sc.rig))  # their ids stay theirs while the memo lives
+            self.memo[key] = self.inner(sc, placement, prompt_tokens, streams)
         return self.memo[key]
 
 
-if not isinstance(check.link_times, _LinkTimes):
-    check.link_times = _LinkTimes(check.link_times)
-LINKS: _LinkTimes = check.link_times
+if not isinstance(estimate.link_times, _LinkTimes):
+    estimate.link_times = _LinkTimes(estimate.link_times)
+LINKS: _LinkTimes = estimate.link_times
 
 
 def build_rows(cases: list[Case] | None = None, offload: bool = False) -> list[Row]:
@@ -125,7 +125,7 @@ def build_rows(cases: list[Case] | None = None, offload: bool = False) -> list[R
         if not (p.fits or (offload and p.runs)):
             continue
         g = placer.rig.gpus[0].spec
-        args = (p, placer.rig, placer.model, placer.quant, placer.runtime)
+        sc = placer.scenario
         parallel = len(placer.rig.gpus) if p.strategy == "tensor_parallel" else 1
         if c.test == "tg":
             naive = g.memory_bandwidth_gb_s * 1e9 * parallel / mem.weights_layout(placer.model, placer.quant).total_bytes
@@ -134,11 +134,11 @@ def build_rows(cases: list[Case] | None = None, offload: bool = False) -> list[R
         if c.test == "tg":
             # llama-bench tg N generates N tokens from an empty cache (a held-out row may start at `depth`):
             # on average half-way deep.
-            run = (lambda a, o, ctx, depth: lambda rules: decode_seconds(*a, rules, o, ctx, depth=depth))(
-                args, placer.options, c.ctx, c.depth + c.n_gen // 2)
+            run = (lambda s, pl, depth: lambda rules: decode_seconds(replace(s, rules=rules), pl, depth=depth))(
+                sc, p, c.depth + c.n_gen // 2)
             measured = 1 / c.measured
         else:
-            run = (lambda a, n: lambda rules: prefill_seconds(*a, rules, n))(args, c.n_prompt)
+            run = (lambda s, pl, n: lambda rules: prefill_seconds(replace(s, rules=rules), pl, n))(sc, p, c.n_prompt)
             measured = c.n_prompt / c.measured
         rows.append(Row(c, c.test, g.arch, placer.quant.kernel, spd.backend_of(g, placer.runtime), measured, run,
                         spd.answer_kind(p, placer.rig, placer.model, placer.runtime), naive))

@@ -17,6 +17,7 @@ from advisor.catalog.types import Catalog
 from advisor.engine.check import resolve_quant
 from advisor.engine.options import Options
 from advisor.engine.placement import Placer
+from advisor.engine.scenario import Scenario
 from advisor.engine.rig import Rig
 from advisor.probe.flags import rig_from_flags
 
@@ -233,4 +234,5 @@ def placer_for(catalog: Catalog, case: Case) -> Placer:
     quant = resolve_quant(catalog, case.quant)
     opts = Options(quant=quant.id, ctx=case.ctx, prompt_tokens=max(case.n_prompt, 1), split=case.split,
                    runtime=case.runtime, flash_attn=case.flash_attn)
-    return Placer(catalog.models[case.model_id], quant, catalog.runtimes[case.runtime], rig, opts, catalog.rules)
+    return Placer(Scenario.of(catalog.models[case.model_id], quant, catalog.runtimes[case.runtime], rig, opts,
+                              catalog.rules).at_context(case.ctx))

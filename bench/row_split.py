@@ -39,6 +39,7 @@ from advisor.engine.check import decode_seconds  # noqa: E402
 from advisor.engine.interconnect import slowest_link, split_matrices  # noqa: E402
 from advisor.engine.options import Options  # noqa: E402
 from advisor.engine.placement import Placer  # noqa: E402
+from advisor.engine.scenario import Scenario  # noqa: E402
 from advisor.probe.flags import rig_from_flags  # noqa: E402
 
 FIT = "xiongjiedai_llama2_dec2023"
@@ -76,7 +77,7 @@ def _obs_for(placer: Placer, ctx: int, depth: int, measured_tps: float, label: s
         return None
     used = [i for i, d in enumerate(p.devices) if d.total_bytes > 0]
     link = slowest_link(placer.rig, used, rules0)
-    t0 = decode_seconds(p, placer.rig, placer.model, placer.quant, placer.runtime, rules0, placer.options, ctx, depth)
+    t0 = decode_seconds(replace(placer.scenario, rules=rules0, ctx=ctx), p, depth)
     return Obs(label, t0, split_matrices(placer.model, rules0), len(used) - 1,
                link is not None and link.kind in ("nvlink", "pcie_p2p"), 1 / measured_tps)
 
@@ -89,7 +90,7 @@ def benchmark_rows(dataset: str) -> list[Obs]:
         if c.dataset != dataset or c.split != "row" or c.gpu_count < 2 or c.test != "tg" or c.measured is None:
             continue
         placer = placer_for(catalog, c)
-        placer = Placer(placer.model, placer.quant, placer.runtime, placer.rig, placer.options, rules0)
+        placer = Placer(replace(placer.scenario, rules=rules0))
         o = _obs_for(placer, c.ctx, c.depth + c.n_gen // 2, c.measured,
                      f"{c.gpu_count}x {c.gpu_id} {c.model_id} {c.quant}", rules0)
         if o is not None:
@@ -129,10 +130,11 @@ def pair_rows() -> list[Pair]:
             row = None
             for split in ("layer", "row"):
                 opts = Options(quant=quant.id, ctx=ctx, split=split)
-                placer = Placer(catalog.models[r["model"]], quant, catalog.runtimes["llama.cpp"], rig, opts, rules0)
+                placer = Placer(Scenario.of(catalog.models[r["model"]], quant, catalog.runtimes["llama.cpp"], rig, opts,
+                                            rules0).at_context(ctx))
                 if split == "layer":
                     p = placer.at(ctx)
-                    layer_s = decode_seconds(p, rig, placer.model, quant, placer.runtime, rules0, opts, ctx, depth)
+                    layer_s = decode_seconds(placer.scenario, p, depth)
                 else:
                     row = _obs_for(placer, ctx, depth, 1.0, "", rules0)
             if row is None or layer_s is None:

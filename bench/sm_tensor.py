@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from advisor.catalog.load import load_catalog  # noqa: E402
 from advisor.engine.check import decode_seconds, evaluate  # noqa: E402
+from advisor.engine.scenario import Scenario  # noqa: E402
 from advisor.engine.options import Options  # noqa: E402
 from advisor.probe.flags import rig_from_flags  # noqa: E402
 
@@ -61,7 +62,8 @@ def _tps(catalog, row: dict, split: str) -> float:
         return r.speed.prefill_tokens_per_s
     if depth == 0:
         return r.speed.decode_tokens_per_s
-    return 1 / decode_seconds(r.placement, rig, model, r.quant, r.runtime, catalog.rules, opts, ctx, depth)
+    sc = Scenario(model, r.quant, r.runtime, rig, opts, catalog.rules, ctx, r.placement.layout)
+    return 1 / decode_seconds(sc, r.placement, depth)
 
 
 def scored(catalog=None) -> list[Scored]:

@@ -25,13 +25,13 @@ def test_no_answer_without_flags_is_under_the_floor(catalog, gpus):
     rig = rig_from_flags(catalog, gpus, ram=64)
     for ranked in rank_models(catalog, rig, Options()):
         r = ranked.report
-        floor = quality_floor(catalog, r.model, r.options, resolve_quant)
+        floor = quality_floor(catalog, r.model, r.options)
         assert floor.admits(r.quant), (r.model.id, r.quant.id)
         assert not r.quant.id.startswith(LOW_BIT), (r.model.id, r.quant.id)
 
 
 def test_the_floor_is_the_published_knee(catalog):
-    floor = quality_floor(catalog, catalog.models["llama-3.1-70b"], Options(), resolve_quant)
+    floor = quality_floor(catalog, catalog.models["llama-3.1-70b"], Options())
     admitted = {q for q in ("Q4_K_M", "IQ4_XS", "Q3_K_M", "IQ3_M") if floor.admits(catalog.quants[q])}
     refused = {q for q in ("IQ3_XXS", "Q3_K_S", "Q2_K", "IQ2_M", "IQ2_XXS", "IQ1_S") if not floor.admits(catalog.quants[q])}
     assert admitted == {"Q4_K_M", "IQ4_XS", "Q3_K_M", "IQ3_M"}

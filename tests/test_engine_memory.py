@@ -12,6 +12,7 @@ from advisor.engine import memory as mem
 from advisor.engine.check import evaluate, resolve_quant
 from advisor.engine.options import Options
 from advisor.engine.placement import Placer, llama_cpp_layer_devices
+from advisor.engine.scenario import Scenario
 from advisor.probe.flags import rig_from_flags
 
 MIB = 1024**2
@@ -21,8 +22,8 @@ LOGS = Path(__file__).parent / "data" / "llamacpp_memory_logs.csv"
 def placer(catalog, model, gpus, quant="F16", **opts):
     rig = rig_from_flags(catalog, gpus, ram=128)
     q = resolve_quant(catalog, quant)
-    return Placer(catalog.models[model], q, catalog.runtimes[opts.pop("runtime", "llama.cpp")], rig,
-                  Options(quant=q.id, **opts), catalog.rules)
+    return Placer(Scenario.of(catalog.models[model], q, catalog.runtimes[opts.pop("runtime", "llama.cpp")], rig,
+                              Options(quant=q.id, **opts), catalog.rules))
 
 
 def test_llama3_8b_kv_at_8192_is_exactly_one_gib(catalog):
@@ -119,7 +120,8 @@ def test_compute_buffer_within_5pct_of_gpu_logs(catalog, row, model, ctx, fa, ou
     m = catalog.models[model]
     rt = catalog.runtimes["llama.cpp"]
     swa = mem.swa_kv_cells(m, rt, ctx, 1, rt.ubatch)
-    ours = mem.compute_buffer_bytes(m, rt, ctx, holds_output=output, flash_attention=fa, swa_cells=swa) / MIB
+    ours = mem.compute_buffer_bytes(m, rt, mem.GraphShape(ctx, holds_output=output, flash_attention=fa,
+                                                         swa_cells=swa)) / MIB
     assert abs(ours / logged - 1) < 0.05, (ours, logged)
 
 
@@ -243,8 +245,8 @@ def test_vllm_activation_peak_matches_its_logs(catalog):
     """vLLM's logged PyTorch activation peak at 8192 batched tokens on an H100 (tests/data/vllm_memory_logs.csv)."""
     rt = catalog.runtimes["vllm"]
     for model, logged_gib in (("llama-3.1-8b", 4.76), ("qwen3-32b", 5.64), ("qwen3-0.6b", 5.56)):
-        peak = mem.compute_buffer_bytes(catalog.models[model], rt, 16000, holds_output=True, flash_attention=True,
-                                        ubatch=8192) - rt.compute_fixed_mib * MIB
+        peak = mem.compute_buffer_bytes(catalog.models[model], rt, mem.GraphShape(
+            16000, holds_output=True, flash_attention=True, ubatch=8192)) - rt.compute_fixed_mib * MIB
         assert abs(peak / GIB / logged_gib - 1) < 0.15, (model, peak / GIB)
 
 

@@ -12,6 +12,7 @@ from advisor.catalog.resolve import resolve
 from advisor.engine.check import evaluate, resolve_quant
 from advisor.engine.options import Options
 from advisor.engine.placement import Placer
+from advisor.engine.scenario import Scenario
 from advisor.engine.rig import Rig
 from advisor.errors import AdvisorError
 from advisor.probe.flags import rig_from_flags
@@ -38,8 +39,9 @@ def test_more_vram_never_breaks_a_fit(model, gpu, n, quant, ctx, factor):
     rig = rig_from_flags(CAT, [f"{n}x{gpu}"], ram=64)
     opts = Options(quant=quant, ctx=ctx)
     q = resolve_quant(CAT, quant)
-    small = Placer(CAT.models[model], q, CAT.runtimes["llama.cpp"], rig, opts, CAT.rules).at(ctx)
-    big = Placer(CAT.models[model], q, CAT.runtimes["llama.cpp"], scaled(rig, factor), opts, CAT.rules).at(ctx)
+    small = Placer(Scenario.of(CAT.models[model], q, CAT.runtimes["llama.cpp"], rig, opts, CAT.rules)).at(ctx)
+    big = Placer(Scenario.of(CAT.models[model], q, CAT.runtimes["llama.cpp"], scaled(rig, factor), opts,
+                             CAT.rules)).at(ctx)
     if small.fits:
         assert big.fits
 
@@ -50,7 +52,8 @@ def test_longer_context_never_needs_less_memory(model, quant, a, b):
     rig = rig_from_flags(CAT, ["8xh100-sxm"], ram=2048)
     q = resolve_quant(CAT, quant)
     lo, hi = sorted((a, b))
-    p = lambda c: Placer(CAT.models[model], q, CAT.runtimes["llama.cpp"], rig, Options(quant=quant, ctx=c), CAT.rules).at(c)  # noqa: E731
+    p = lambda c: Placer(Scenario.of(CAT.models[model], q, CAT.runtimes["llama.cpp"], rig, Options(quant=quant, ctx=c),  # noqa: E731
+                                     CAT.rules)).at(c)
     pl, ph = p(lo), p(hi)
     if pl.strategy == ph.strategy == "layer_split":
         assert total(ph) >= total(pl)
@@ -63,7 +66,8 @@ def test_more_bits_never_need_less_memory(model, i, ctx):
     sizes = []
     for quant in (GGUF[i], GGUF[i + 1]):
         q = resolve_quant(CAT, quant)
-        p = Placer(CAT.models[model], q, CAT.runtimes["llama.cpp"], rig, Options(quant=quant, ctx=ctx), CAT.rules).at(ctx)
+        p = Placer(Scenario.of(CAT.models[model], q, CAT.runtimes["llama.cpp"], rig, Options(quant=quant, ctx=ctx),
+                               CAT.rules)).at(ctx)
         sizes.append(total(p))
     assert sizes[1] >= sizes[0]
 

@@ -18,6 +18,7 @@ import pytest
 from advisor.catalog.types import ModelSpec
 from advisor.engine.options import Options
 from advisor.engine.placement import Placer
+from advisor.engine.scenario import Scenario
 from advisor.probe.flags import rig_from_flags
 
 MIB = 1024**2
@@ -35,7 +36,8 @@ def _placement(catalog, row: dict):
     rig = rig_from_flags(catalog, [], ram=1024)
     opts = Options(ctx=row["n_ctx"] // n, concurrency=n, kv_unified=row["kv_unified"], flash_attn=row["fa"],
                    ubatch=row["n_ubatch"], kv_type=row["type_k"], quant="F16")
-    p = Placer(_spec(row["arch"]), catalog.quants["F16"], catalog.runtimes["llama.cpp"], rig, opts, catalog.rules)
+    p = Placer(Scenario.of(_spec(row["arch"]), catalog.quants["F16"], catalog.runtimes["llama.cpp"], rig, opts,
+                           catalog.rules))
     return p.at(row["n_ctx"] // n)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from advisor.engine.check import evaluate
+from advisor.engine.scenario import Scenario
 from advisor.engine.options import Options
 from advisor.probe.flags import rig_from_flags
 
@@ -218,10 +219,9 @@ def test_long_context_attention_is_not_divided(catalog):
         rig = rig_from_flags(catalog, gpus, ram=256)
         m = catalog.models["qwen3-14b"]
         r = evaluate(catalog, rig, m, Options(quant="Q4_0", split=split, ctx=ctx))
-        pl = r.placement
-        q = catalog.quants["Q4_0"]
-        return 1 / decode_seconds(pl, rig, m, q, catalog.runtimes["llama.cpp"], catalog.rules,
-                                  Options(quant="Q4_0", split=split, ctx=ctx), ctx, depth)
+        sc = Scenario.of(m, catalog.quants["Q4_0"], catalog.runtimes["llama.cpp"], rig,
+                         Options(quant="Q4_0", split=split, ctx=ctx), catalog.rules).at_context(ctx)
+        return 1 / decode_seconds(sc, r.placement, depth)
     one = 1 / tps(["rtx-3090"], "layer", 40960, 40000) - 1 / tps(["rtx-3090"], "layer", 40960, 0)
     row = 1 / tps(["2xrtx-3090"], "row", 40960, 40000) - 1 / tps(["2xrtx-3090"], "row", 40960, 0)
     assert row >= 0.95 * one
@@ -253,7 +253,8 @@ def test_long_prompt_attention_is_not_divided(catalog):
     def quadratic(gpus, split, t):
         rig = rig_from_flags(catalog, gpus, ram=256)
         p = evaluate(catalog, rig, m, Options(quant="Q4_0", split=split, ctx=40960)).placement
-        f = lambda n: spd.prefill_time(p, rig, m, q, rt, catalog.rules, n).total_s  # noqa: E731
+        sc = Scenario.of(m, q, rt, rig, Options(quant="Q4_0", split=split, ctx=40960), catalog.rules)
+        f = lambda n: spd.prefill_time(sc, p, n).total_s  # noqa: E731
         return f(t) - 2 * f(t // 2)
 
     one = quadratic(["rtx-3090"], "layer", 32768)

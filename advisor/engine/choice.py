@@ -21,22 +21,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from advisor.catalog.types import Catalog, ModelSpec, QuantSpec, RuntimeSpec
+from advisor.engine.estimate import estimate_speed
 from advisor.engine.options import DEFAULT_CTX, Options
 from advisor.engine.placement import Placer
-from advisor.engine.rig import Rig
+from advisor.engine.quants import resolve_quant
+from advisor.engine.scenario import Scenario
 from advisor.record import Record, record
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Callable
-
-    from advisor.engine.placement import Placement
-    from advisor.engine.result import Speed
-
-    Resolve = Callable[[Catalog, str], QuantSpec]
-    """advisor.engine.check.resolve_quant: a quant id (or exl2-<bpw>) to its QuantSpec."""
-    SpeedOf = Callable[..., Speed]
-    """advisor.engine.check.estimate_speed."""
 
 WHERE = {"single_gpu": "GPU", "layer_split": "GPUs", "tensor_parallel": "GPUs", "cpu_offload": "GPU + RAM",
          "moe_offload": "GPU, experts in RAM", "cpu_only": "RAM", "none": "—"}
@@ -107,7 +97,7 @@ class Policy(Record):
                 f"or more ({self.target_basis}); then the best quality above the floor ({self.floor.text})")
 
 
-def quality_floor(catalog: Catalog, model: ModelSpec, options: Options, resolve_quant: Resolve) -> Floor:
+def quality_floor(catalog: Catalog, model: ModelSpec, options: Options) -> Floor:
     """The floor for this model under these options (rules/quality.toml [floor])."""
     f = catalog.rules.quality.floor
     if options.allow_low_bit:
@@ -128,14 +118,14 @@ def quality_floor(catalog: Catalog, model: ModelSpec, options: Options, resolve_
                  f"published; --allow-low-bit or --min-quality lowers it")
 
 
-def policy(catalog: Catalog, model: ModelSpec, options: Options, chosen: bool, resolve_quant: Resolve) -> Policy:
+def policy(catalog: Catalog, model: ModelSpec, options: Options, chosen: bool) -> Policy:
     sel = catalog.rules.memory.selection
     ctx = min(options.ctx or DEFAULT_CTX, model.max_context)
     if options.min_tps:
         target, basis = float(options.min_tps), "--min-tps"
     else:
         target, basis = float(sel.reading_tokens_per_s), "reading speed, rules/memory.toml"
-    return Policy(target, basis, ctx, quality_floor(catalog, model, options, resolve_quant), chosen)
+    return Policy(target, basis, ctx, quality_floor(catalog, model, options), chosen)
 
 
 def kv_candidates(catalog: Catalog, runtime: RuntimeSpec, options: Options) -> tuple[str, ...]:
@@ -155,14 +145,14 @@ def quality_loss(catalog: Catalog, q: QuantSpec, kv_type: str) -> float | None:
     return round(q.kld + (kv or 0.0), 6) if kv is not None or kv_type == "f16" else None
 
 
-def measure(catalog: Catalog, rig: Rig, model: ModelSpec, q: QuantSpec, kv: str, runtime: RuntimeSpec,
-            options: Options, pol: Policy, estimate_speed: SpeedOf) -> tuple[Choice, Placer]:
-    opts = replace(options, kv_type=kv)
-    p = Placer(model, q, runtime, rig, opts, catalog.rules)
+def measure(catalog: Catalog, sc: Scenario, q: QuantSpec, kv: str, pol: Policy) -> tuple[Choice, Placer]:
+    """One row of the trade-off table: `q` with a `kv` cache at the policy's context, placed and timed."""
+    at_q = sc.with_quant(q).with_options(kv_type=kv).at_context(pol.target_context)
+    p = Placer(at_q)
     at = p.at(pol.target_context)
     decode = prefill = None
     if at.runs:
-        s = estimate_speed(at, rig, model, q, runtime, catalog.rules, opts, pol.target_context)
+        s = estimate_speed(at_q, at)
         decode, prefill = s.decode_tokens_per_s, s.prefill_tokens_per_s
     fast = decode is not None and decode >= pol.target_tokens_per_s
     return Choice(q, kv, at.fits, at.runs, at.strategy, WHERE.get(at.strategy, at.strategy), decode, prefill,
@@ -178,51 +168,18 @@ class Decision(Record):
     policy: Policy
 
 
-def choose(catalog: Catalog, rig: Rig, model: ModelSpec, runtime: RuntimeSpec, options: Options,
-           ladder: list[QuantSpec], fallback: QuantSpec, resolve_quant: Resolve, estimate_speed: SpeedOf,
+def choose(catalog: Catalog, sc: Scenario, ladder: list[QuantSpec], fallback: QuantSpec,
            table: bool = True) -> Decision:
     """Measure every quantization x KV type of `ladder` and pick by the policy; placer None: nothing runs."""
-    pol = policy(catalog, model, options, True, resolve_quant)
-    kvs = kv_candidates(catalog, runtime, options)
-    pairs = [(q, kv) for q in ladder for kv in kvs]
+    pol = policy(catalog, sc.model, sc.options, True)
+    kvs = kv_candidates(catalog, sc.runtime, sc.options)
     rows: list[tuple[Choice, Placer]] = []
-    for q, kv in pairs:  # quality order: without a table, the first that meets both targets is the pick
-        rows.append(measure(catalog, rig, model, q, kv, runtime, options, pol, estimate_speed))
+    for q, kv in [(q, kv) for q in ladder for kv in kvs]:
+        rows.append(measure(catalog, sc, q, kv, pol))
         c = rows[-1][0]
         if not table and not c.below_floor and c.fits and c.meets_speed:
-            break
-    ok = [(c, p) for c, p in rows if not c.below_floor]
-    target = f"{pol.target_tokens_per_s:g} tok/s"
-    ctx = f"{pol.target_context:,}"
-    pick: tuple[Choice, Placer] | None = None
-    why = ""
-    tiers = [
-        (lambda c: c.fits and c.meets_speed,
-         f"the best quality above the floor that fits on the GPUs at {ctx} context and decodes at {target} or more"),
-        (lambda c: c.runs and c.meets_speed and not rig.is_cpu_only,
-         f"nothing above the floor fits fully at {ctx} context; the best quality that still decodes at {target} "
-         f"or more with part of it in system RAM"),
-        (lambda c: c.runs and c.meets_speed,
-         f"no GPU: the best quality above the floor that decodes at {target} or more from system RAM"),
-        (lambda c: c.fits,
-         f"fits, but nothing above the floor decodes at {target} here; the best quality that fits"),
-    ]
-    for test, text in tiers:
-        pick = next(((c, p) for c, p in ok if test(c)), None)
-        if pick:
-            why = text
-            break
-    if pick is None:
-        runners = [(c, p) for c, p in ok if c.runs]
-        common = next(((c, p) for c, p in runners if c.quant.id == fallback.id and c.kv_type == kvs[0]), None)
-        if rig.is_cpu_only and runners:
-            pick, why = runners[0], "no GPU: nothing above the floor reaches the speed target; the best quality that runs"
-        elif common is not None:
-            pick, why = common, (f"nothing above the floor fits fully or reaches {target}; {fallback.id}, the common "
-                                 f"download, runs with part of it in system RAM")
-        elif runners:
-            pick, why = runners[0], (f"nothing above the floor fits fully or reaches {target}; the best quality "
-                                     f"that runs")
+            break  # quality order: without a table, the first that meets both targets is the pick
+    pick, why = _pick(rows, pol, sc.rig.is_cpu_only, fallback, kvs[0])
     if pick is not None and pick[0].kv_type != kvs[0]:
         same = next((c for c, _ in rows if c.quant.id == pick[0].quant.id and c.kv_type == kvs[0]), None)
         if same is not None and not same.fits and pick[0].fits:
@@ -233,13 +190,45 @@ def choose(catalog: Catalog, rig: Rig, model: ModelSpec, runtime: RuntimeSpec, o
     return Decision(pick[1], pick[0].kv_type, why, shown, pol)
 
 
-def table_for(catalog: Catalog, rig: Rig, model: ModelSpec, runtime: RuntimeSpec, options: Options,
-              ladder: list[QuantSpec], quant: QuantSpec, why: str, pol: Policy,
-              estimate_speed: SpeedOf) -> tuple[Choice, ...]:
+def _pick(rows: list[tuple[Choice, Placer]], pol: Policy, cpu_only: bool, fallback: QuantSpec,
+          first_kv: str) -> tuple[tuple[Choice, Placer] | None, str]:
+    """The policy's tiers over the measured rows, best quality first: the pick and why, or (None, "")."""
+    ok = [(c, p) for c, p in rows if not c.below_floor]
+    target = f"{pol.target_tokens_per_s:g} tok/s"
+    ctx = f"{pol.target_context:,}"
+    tiers = [
+        (lambda c: c.fits and c.meets_speed,
+         f"the best quality above the floor that fits on the GPUs at {ctx} context and decodes at {target} or more"),
+        (lambda c: c.runs and c.meets_speed and not cpu_only,
+         f"nothing above the floor fits fully at {ctx} context; the best quality that still decodes at {target} "
+         f"or more with part of it in system RAM"),
+        (lambda c: c.runs and c.meets_speed,
+         f"no GPU: the best quality above the floor that decodes at {target} or more from system RAM"),
+        (lambda c: c.fits,
+         f"fits, but nothing above the floor decodes at {target} here; the best quality that fits"),
+    ]
+    for test, text in tiers:
+        pick = next(((c, p) for c, p in ok if test(c)), None)
+        if pick:
+            return pick, text
+    runners = [(c, p) for c, p in ok if c.runs]
+    common = next(((c, p) for c, p in runners if c.quant.id == fallback.id and c.kv_type == first_kv), None)
+    if cpu_only and runners:
+        return runners[0], "no GPU: nothing above the floor reaches the speed target; the best quality that runs"
+    if common is not None:
+        return common, (f"nothing above the floor fits fully or reaches {target}; {fallback.id}, the common "
+                        f"download, runs with part of it in system RAM")
+    if runners:
+        return runners[0], f"nothing above the floor fits fully or reaches {target}; the best quality that runs"
+    return None, ""
+
+
+def table_for(catalog: Catalog, sc: Scenario, ladder: list[QuantSpec], why: str, pol: Policy) -> tuple[Choice, ...]:
     """The trade-off table when the quantization was given (--quant or a model file): the given one is the pick."""
-    kvs = kv_candidates(catalog, runtime, replace(options, kv_fixed=False))
+    quant, options = sc.quant, sc.options
+    kvs = kv_candidates(catalog, sc.runtime, replace(options, kv_fixed=False))
     qs = ladder if any(q.id == quant.id for q in ladder) else [quant] + ladder
-    rows = [measure(catalog, rig, model, q, kv, runtime, options, pol, estimate_speed) for q in qs for kv in kvs]
+    rows = [measure(catalog, sc, q, kv, pol) for q in qs for kv in kvs]
     pick = next(((c, p) for c, p in rows if c.quant.id == quant.id and c.kv_type == options.kv_type), None)
     return _table(catalog, rows, pick, why, pol)
 

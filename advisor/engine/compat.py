@@ -82,19 +82,6 @@ def _others(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec,
     return [r.id for r in catalog.runtimes.values() if r != runtime and _accepts(r, rig, model, quant)]
 
 
-def _instead(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec, quant: QuantSpec | None,
-             lead: str, sep: str) -> str:
-    """What runs instead, after `lead`: the runtimes that take the request as asked (the quantization too, when
-    one was asked for), else those that run the model at another quantization, saying so."""
-    if quant is not None:
-        same = _others(catalog, runtime, rig, model, quant)
-        if same:
-            return lead + sep.join(same)
-        return (f"no other runtime runs {quant.id} here; at another quantization {lead.lstrip('; ')}"
-                + sep.join(_others(catalog, runtime, rig, model)))
-    return lead + sep.join(_others(catalog, runtime, rig, model))
-
-
 def refusal(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec, quant: QuantSpec | None,
             asked: bool = False) -> str:
     """Why this runtime cannot run this model (at this quantization) on this rig, or "" when nothing forbids it.
@@ -102,7 +89,15 @@ def refusal(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec, 
     want = quant if asked else None
 
     def instead(lead: str, sep: str = " or ") -> str:
-        return _instead(catalog, runtime, rig, model, want, lead, sep)
+        """What runs instead, after `lead`: the runtimes that take the request as asked (the quantization too,
+        when one was asked for), else those that run the model at another quantization, saying so."""
+        if want is not None:
+            same = _others(catalog, runtime, rig, model, want)
+            if same:
+                return lead + sep.join(same)
+            return (f"no other runtime runs {want.id} here; at another quantization {lead.lstrip('; ')}"
+                    + sep.join(_others(catalog, runtime, rig, model)))
+        return lead + sep.join(_others(catalog, runtime, rig, model))
 
     if quant is not None and not runtime.loads(quant):  # its format, but type ids it does not have
         others = [r.id for r in catalog.runtimes.values() if r != runtime and r.loads(quant)]

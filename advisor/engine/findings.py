@@ -71,14 +71,9 @@ def fit001_fits(r: Report, c: Catalog) -> Iterator[Said]:
     spare = min(d.free_bytes for d in p.devices)
     msg = f"fits with {gib(spare)} to spare" + (" on the fullest GPU" if len(p.devices) > 1 else "")
     msg += f"; up to {ktok(r.max_context_tokens)} context with {r.options.kv_type} KV"
-    if r.options.kv_type == "f16" and "q8_0" in r.runtime.kv_types and r.max_context_tokens < r.model.max_context:
-        from dataclasses import replace as _r
-
-        from advisor.engine.placement import Placer
-
-        q8 = Placer(r.model, r.quant, r.runtime, r.rig, _r(r.options, kv_type="q8_0"), c.rules).max_context()
-        if q8 > r.max_context_tokens:
-            msg += f", {ktok(q8)} with q8_0"
+    q8 = r.what_if.max_context_tokens if r.what_if is not None else None
+    if q8 is not None and q8 > r.max_context_tokens:
+        msg += f", {ktok(q8)} with {r.what_if.kv_type}"
     yield ("info", msg + ".")
 
 
@@ -264,17 +259,12 @@ def qnt002_steep_loss(r: Report, c: Catalog) -> Iterator[Said]:
 
 @rule("KV001")
 def kv001_quantized_kv(r: Report, c: Catalog) -> Iterator[Said]:
-    """The context does not fit with f16 KV but would with q8_0: suggest it."""
-    if r.fits or r.options.kv_type != "f16" or "q8_0" not in r.runtime.kv_types or not r.runs:
+    """The context does not fit with f16 KV but would with q8_0 (the engine's what-if, placed with the answer's
+    own weights): suggest it."""
+    if r.fits or r.what_if is None or not r.what_if.fits:
         return
-    from dataclasses import replace as _r
-
-    from advisor.engine.placement import Placer
-
-    p = Placer(r.model, r.quant, r.runtime, r.rig, _r(r.options, kv_type="q8_0"), c.rules)
-    if p.at(r.context_tokens).fits:
-        yield ("info", f"with --kv-cache q8_0 the KV cache halves and {r.quant.id} at "
-                                       f"{ktok(r.context_tokens)} context fits fully.")
+    yield ("info", f"with --kv-cache {r.what_if.kv_type} the KV cache halves and {r.quant.id} at "
+                   f"{ktok(r.context_tokens)} context fits fully.")
 
 
 @rule("MEM001")

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from advisor.record import Record, record
 from advisor.catalog.rulebook import Rulebook
-from advisor.catalog.types import ModelSpec, RuntimeSpec
+from advisor.catalog.types import ModelSpec
 from advisor.engine.placement import Placement
 from advisor.engine.rig import Rig
+from advisor.engine.scenario import Scenario
 from advisor.engine.speed import pcie_gb_s
 
 
@@ -74,9 +75,10 @@ class LinkTimes(Record):
     link: Link
 
 
-def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime: RuntimeSpec, rules: Rulebook,
-               prompt_tokens: int, streams: int, mode: str = "as_is") -> LinkTimes | None:
+def link_times(sc: Scenario, placement: Placement, prompt_tokens: int, streams: int,
+               mode: str = "as_is") -> LinkTimes | None:
     """Seconds per decode step and per prompt spent on GPU-to-GPU links (mode: as_is, nvlink, pcie)."""
+    rig, model, runtime, rules = sc.rig, sc.model, sc.runtime, sc.rules
     used = [i for i, d in enumerate(placement.devices) if d.total_bytes > 0]
     if len(used) < 2:
         return None
@@ -85,7 +87,7 @@ def link_times(placement: Placement, rig: Rig, model: ModelSpec, runtime: Runtim
     ic = rules.interconnect
     h = model.hidden_size
     if placement.strategy == "tensor_parallel" and placement.split_kind == "rows":
-        return _row_split_times(placement, rig, model, runtime, rules, prompt_tokens, streams, used, link, mode)
+        return _row_split_times(sc, placement, prompt_tokens, streams, used, link)
     if placement.strategy == "tensor_parallel":
         n = len(used)
         ring = 2 * (n - 1) / n
@@ -114,12 +116,13 @@ def split_matrices(model: ModelSpec, rules: Rulebook) -> int:
     return int(model.layers * m["attention"] + ffn_layers * m["feed_forward"])
 
 
-def _row_split_times(placement: Placement, rig: Rig, model: ModelSpec, runtime: RuntimeSpec, rules: Rulebook,
-                     prompt_tokens: int, streams: int, used: list[int], link: Link, mode: str) -> LinkTimes:
+def _row_split_times(sc: Scenario, placement: Placement, prompt_tokens: int, streams: int, used: list[int],
+                     link: Link) -> LinkTimes:
     """llama.cpp -sm row: every split matrix multiply is synchronised on its own (rules/interconnect.toml
     [row_split]): a fixed cost plus one per further GPU, peer to peer where the rig's links allow it
     (NVLink or PCIe P2P, and only for micro-batches up to `peer_max_batch` tokens), else staged through
     host memory; each other GPU receives the input activations and sends back its slice of the result."""
+    rig, model, runtime, rules = sc.rig, sc.model, sc.runtime, sc.rules
     rs = rules.interconnect.row_split
     n = len(used)
     peer = link.kind in ("nvlink", "pcie_p2p")

@@ -564,15 +564,18 @@ def weights_source(rules: LaunchRules, checkpoints, launcher_id: str, model_id: 
     return "missing", None, ""
 
 
-def launch_for(rules: LaunchRules, rt, *, model_file: str, placement, placer, options, ctx: int,
-               n_layers: int, model_ref: str | None = None, checkpoints=None,
-               hf_gguf: tuple[str, str] | None = None, local=None) -> Launch | None:
-    """The command that realises this placement with the first launcher rules/launch.toml declares for
-    the runtime `rt` (None: it has none yet). `hf_gguf`: (`ORG/NAME[:TAG]`, file or "") of a GGUF read
-    from the Hub, which a launcher that runs a model file is given by repo (`-hf`) when it can be.
-    `local`: the LoadedModel read from files, whose `path` (a GGUF on this machine), `url` (a GGUF URL,
-    given by `model_url` when the launcher has it) and `ollama` (an Ollama `NAME:TAG`, a Modelfile's
-    `FROM`) say how a program is given it; a model no program can be given as read is said in `note`."""
+def launch_for(sc, placement, placer, local=None) -> Launch | None:
+    """The command that realises this placement of the Scenario `sc` with the first launcher
+    rules/launch.toml declares for its runtime (None: it has none yet). `local`: the LoadedModel read from
+    files, whose `path` (a GGUF on this machine), `url` (a GGUF URL, given by `model_url` when the launcher
+    has it), `ollama` (an Ollama `NAME:TAG`, a Modelfile's `FROM`) and `hf_repo`/`hf_file` (a GGUF read from
+    the Hub, which a launcher that runs a model file is given by repo, `-hf`, when it can be) say how a
+    program is given it; a model no program can be given as read is said in `note`."""
+    rules, rt, checkpoints = sc.rules.launch, sc.runtime, sc.rules.checkpoints
+    options, ctx, n_layers = sc.options, sc.ctx, sc.model.layers
+    model_file = local.path if local is not None and local.path else f"{sc.model.id}-{sc.quant.id}.gguf"
+    model_ref = model_file if local is not None else None
+    hf_gguf = (local.hf_repo, local.hf_file) if local is not None else None
     ids = launchers_for(rules, rt.id)
     if not ids or not placement.runs:
         return None

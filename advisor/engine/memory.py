@@ -188,20 +188,30 @@ def _is_swa_layer(model: ModelSpec, il: int) -> bool:
     return int((il + 1) / ratio) == int(il / ratio)
 
 
-def compute_buffer_bytes(
-    model: ModelSpec,
-    runtime: RuntimeSpec,
-    ctx_cells: int,
-    *,
-    holds_output: bool,
-    flash_attention: bool,
-    heads_on_device: int | None = None,
-    ubatch: int | None = None,
-    swa_cells: int = 0,
-    total_cells: int | None = None,
-    sequences: int = 0,
-    kv_rotated: bool = False,
-) -> int:
+@record
+class GraphShape(Record):
+    """What one GPU's compute graph is reserved for: the batch, the spans attention reads, what the GPU holds."""
+
+    ctx_cells: int
+    """The span one sequence's attention reads."""
+    holds_output: bool
+    """This GPU holds the output head (its logits)."""
+    flash_attention: bool
+    heads_on_device: int | None = None
+    """Attention heads on this GPU (tensor parallel); None: all of them."""
+    ubatch: int | None = None
+    """Tokens per micro-batch; None: the runtime's default."""
+    swa_cells: int = 0
+    """The span of the sliding-window layers."""
+    total_cells: int | None = None
+    """The whole cache (n_ctx, which caps the micro-batch); None: `ctx_cells`."""
+    sequences: int = 0
+    """Requests a paged runtime warms its sampler up with."""
+    kv_rotated: bool = False
+    """The runtime rotates a quantized K and V cache (see `kv_rotated`)."""
+
+
+def compute_buffer_bytes(model: ModelSpec, runtime: RuntimeSpec, g: GraphShape) -> int:
     """A runtime's compute (scratch) buffer on one GPU, in bytes.
 
     `ctx_cells` is the span one sequence's attention reads (the whole cache when it is unified, one
@@ -231,14 +241,18 @@ def compute_buffer_bytes(
     shapes over context x flash attention x KV type x ubatch x slots (tests/data/llamacpp_oracle.json,
     bench/llamacpp_oracle.py) and the GPU load logs of tests/data/llamacpp_memory_logs.csv.
     """
-    ub = ubatch or runtime.ubatch
+    ub = g.ubatch or runtime.ubatch
     if runtime.kv_pool != "paged":  # a paged runtime profiles its full token budget whatever the context
-        ub = min(ub, max(total_cells or ctx_cells, 1))
-    heads = model.attention_heads if heads_on_device is None else heads_on_device
-    h = model.hidden_size
+        ub = min(ub, max(g.total_cells or g.ctx_cells, 1))
+    heads = model.attention_heads if g.heads_on_device is None else g.heads_on_device
     if runtime.compute_buffers != "ggml_graph":
-        return int(runtime.compute_fixed_mib * MIB) + _torch_activations(model, runtime, ub, ctx_cells, heads,
-                                                                          holds_output, sequences)
+        return int(runtime.compute_fixed_mib * MIB) + _torch_activations(model, runtime, ub, heads, g)
+    return int(runtime.compute_fixed_mib * MIB) + _ggml_graph_bytes(model, ub, heads, g)
+
+
+def _ggml_graph_bytes(model: ModelSpec, ub: int, heads: int, g: GraphShape) -> int:
+    """llama.cpp's graph reservation for one micro-batch of `ub` tokens (see compute_buffer_bytes)."""
+    h, ctx_cells = model.hidden_size, g.ctx_cells
     share = heads / max(model.attention_heads, 1)
     if model.is_mla:
         q_dim = int(heads * (model.kv_lora_rank + model.qk_rope_head_dim))
@@ -248,20 +262,20 @@ def compute_buffer_bytes(
         q_dim = int(heads * model.head_dim)
         kv_dim = int(max(model.kv_heads * share, 1) * model.head_dim)
         out_extra = 2 * h
-    logits = (model.vocab_size + out_extra) * ub * 4 if holds_output else 0
-    swa = min(swa_cells, ctx_cells) if model.sliding_window else 0
+    logits = (model.vocab_size + out_extra) * ub * 4 if g.holds_output else 0
+    swa = min(g.swa_cells, ctx_cells) if model.sliding_window else 0
     ffn = int((3 * _ffn_width(model) * share + 4 * h) * ub * 4)
-    if flash_attention:
+    if g.flash_attention:
         attention = ffn + 2 * (ctx_cells + swa) * ub
-        if kv_rotated and 2 * ctx_cells >= 4 * h:
+        if g.kv_rotated and 2 * ctx_cells >= 4 * h:
             attention -= h * ub * 4
-            logits += h * ub * 4 if holds_output else 0
+            logits += h * ub * 4 if g.holds_output else 0
     else:
         scores = (heads * ctx_cells + ctx_cells + swa + 2 * q_dim + 3 * h + 2 * kv_dim) * ub * 4
         if model.is_mla:
-            scores += (total_cells or ctx_cells) * model.kv_lora_rank * 2
+            scores += (g.total_cells or ctx_cells) * model.kv_lora_rank * 2
         attention = max(scores, ffn + 3 * 4 * (ctx_cells + swa) * ub)
-    return int(runtime.compute_fixed_mib * MIB) + max(logits, attention)
+    return max(logits, attention)
 
 
 def kv_rotated(model: ModelSpec, runtime: RuntimeSpec, kv_type: str, rules: Rulebook) -> bool:
@@ -285,8 +299,7 @@ def _ffn_width(model: ModelSpec) -> int:
     return max(moe, model.intermediate_size) if model.dense_layers else moe
 
 
-def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, ctx_cells: int, heads: int,
-                       holds_output: bool, sequences: int = 0) -> int:
+def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, heads: int, g: GraphShape) -> int:
     """PyTorch runtimes (vLLM, ExLlamaV2, MLX, transformers): the activation peak of one chunk of `ub`
     tokens: f32 logits for the whole chunk (vocab x ub x 4, which dominates), the 16-bit residual,
     norms and MLP activations, and for transformers' eager attention the 16-bit score matrix.
@@ -298,13 +311,14 @@ def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, ctx_cell
     share = heads / max(model.attention_heads, 1)  # tensor parallel shards the MLP like the heads
     width = model.moe_intermediate_size * max(model.experts_active, 1) if model.is_moe else model.intermediate_size
     act = ub * (4 * model.hidden_size + 3 * width * share) * 2
+    holds_output, sequences = g.holds_output, g.sequences
     if runtime.sampler_copies and sequences:
         # vLLM V1 computes logits only for the sampled rows of its profile batch and warms the sampler up
         # with max_num_seqs requests: a few f32 copies of (sequences x vocab) (runtimes.toml sampler_copies).
         logits = int(runtime.sampler_copies * model.vocab_size * sequences * 4) if holds_output else 0
     else:
         logits = model.vocab_size * ub * 4 if holds_output else 0
-    scores = heads * ctx_cells * ub * 2 if runtime.eager_attention else 0
+    scores = heads * g.ctx_cells * ub * 2 if runtime.eager_attention else 0
     return int(act + logits + scores)
 
 

@@ -17,11 +17,17 @@ from dataclasses import replace
 from advisor.record import Record, record
 from advisor.catalog.rulebook import PlatformRules
 from advisor.catalog.types import GIB, Catalog, GpuSpec, ModelSpec, QuantSpec
-from advisor.engine.check import check_options, estimate_speed, fallback_quant, resolve_quant
-from advisor.engine.options import DEFAULT_CTX, Options
+from advisor.engine.check import check_options
+from advisor.engine.choice import kv_candidates
 from advisor.engine.compat import refusal
+from advisor.engine.estimate import estimate_speed
+from advisor.engine.memory import weights_layout
+from advisor.engine.options import DEFAULT_CTX, Options
 from advisor.engine.placement import Placer
+from advisor.engine.quants import fallback_quant, resolve_quant
 from advisor.engine.rig import MAX_RIG_GPUS, rig_of
+from advisor.engine.scenario import Scenario
+from advisor.errors import AdvisorError
 
 MAX_PLAN_GPUS = 16
 """Candidate rigs hold at most this many GPUs (two 8-GPU servers); what is owned counts too."""
@@ -99,199 +105,282 @@ def price_words(spec: GpuSpec, usd: float, given: bool) -> str:
     return f"{spec.name} ${usd:,.0f} ({spec.price.condition}, {spec.price.date})"
 
 
-def make_plan(catalog: Catalog, model: ModelSpec, options: Options, *, min_tps: float | None = None,
-              budget: float | None = None, have: list[tuple[int, str]] | None = None,
-              prices: dict[str, float] | None = None, ram_bytes: int = 64 * GIB, kwh_usd: float | None = None,
-              top: int = 5, used: bool | None = None) -> Plan:
-    runtime = check_options(catalog, options)
-    quant = resolve_quant(catalog, options.quant) if options.quant else fallback_quant(catalog, runtime, model)
-    if not runtime.loads(quant):
-        from advisor.errors import AdvisorError
+@record
+class PlanAsk(Record):
+    """What a plan is asked for beyond the model and its options (`advisor plan` flags)."""
 
-        raise AdvisorError(f"{runtime.name} does not load {quant.id}", f"runtimes for {quant.id}: {', '.join(quant.runtimes)}")
-    ctx = min(options.ctx or DEFAULT_CTX, model.max_context)
-    opts = replace(options, quant=quant.id, ctx=ctx)
-    prices = prices or {}
-    owned = [(n, catalog.gpus[g]) for n, g in (have or [])]
-    if used is None:
-        used = bool(owned)  # an owner shops the used market too; a first rig is priced new unless --used
-    if sum(n for n, _ in owned) > MAX_RIG_GPUS:
-        from advisor.errors import AdvisorError
+    min_tps: float | None = None
+    """Decode speed every option must reach."""
+    budget: float | None = None
+    """The most to spend, USD: the best within it, or the cheapest rig above it."""
+    have: tuple[tuple[int, str], ...] | list | None = None
+    """(count, GPU id) the user owns: priced at nothing, built on."""
+    prices: dict[str, float] | None = None
+    """The user's own prices by GPU id (--price)."""
+    ram_bytes: int = 64 * GIB
+    """System RAM of a candidate rig."""
+    kwh_usd: float | None = None
+    """Electricity price; None: the rulebook's."""
+    top: int = 5
+    """How many options to show."""
+    used: bool | None = None
+    """Used-market prices too; None: for owners only."""
 
-        raise AdvisorError(f"{sum(n for n, _ in owned)} owned GPUs is more than one rig holds",
-                           f"use at most {MAX_RIG_GPUS} with --have and --rig together")
-    plan_rules = catalog.rules.plan
-    kwh = kwh_usd if kwh_usd is not None else float(plan_rules.electricity_usd_per_kwh)
-    bridge = float(plan_rules.nvlink_bridge_usd)
-    host = plan_rules.moe_host
 
-    def price(spec: GpuSpec) -> float | None:
+@record
+class _Candidate(Record):
+    parts: tuple
+    """(count, GpuSpec) of every GPU in the rig."""
+    new: tuple
+    """(count, GpuSpec) of what is bought."""
+    nvlink: bool
+    on_host: bool
+    """On the MoE host build (experts in its system RAM)."""
+
+
+class _Shop:
+    """One plan's fixed inputs: the model at its quantization, the runtime, what is owned and how parts are
+    priced."""
+
+    def __init__(self, catalog: Catalog, model: ModelSpec, options: Options, ask: PlanAsk) -> None:
+        self.catalog, self.model, self.ask = catalog, model, ask
+        self.runtime = runtime = check_options(catalog, options)
+        self.quant = resolve_quant(catalog, options.quant) if options.quant else fallback_quant(catalog, runtime, model)
+        if not runtime.loads(self.quant):
+            raise AdvisorError(f"{runtime.name} does not load {self.quant.id}",
+                               f"runtimes for {self.quant.id}: {', '.join(self.quant.runtimes)}")
+        self.ctx = min(options.ctx or DEFAULT_CTX, model.max_context)
+        self.opts = replace(options, quant=self.quant.id, ctx=self.ctx)
+        self.prices = ask.prices or {}
+        self.owned = [(n, catalog.gpus[g]) for n, g in (ask.have or [])]
+        # an owner shops the used market too; a first rig is priced new unless --used
+        self.used = bool(self.owned) if ask.used is None else ask.used
+        if sum(n for n, _ in self.owned) > MAX_RIG_GPUS:
+            raise AdvisorError(f"{sum(n for n, _ in self.owned)} owned GPUs is more than one rig holds",
+                               f"use at most {MAX_RIG_GPUS} with --have and --rig together")
+        self.rules = catalog.rules.plan
+        self.host = self.rules.moe_host
+        self.kv_types = kv_candidates(catalog, runtime, self.opts)
+
+    def price(self, spec: GpuSpec) -> float | None:
         """The user's price, else the catalog's; used-market prices only when asked for (--used) or for owners."""
-        if spec.id in prices:
-            return prices[spec.id]
-        if spec.price is None or (spec.price.condition == "used" and not used):
+        if spec.id in self.prices:
+            return self.prices[spec.id]
+        if spec.price is None or (spec.price.condition == "used" and not self.used):
             return None
         return spec.price.usd
 
-    buyable = [g for g in catalog.gpus.values() if price(g) is not None]
-    unpriced = tuple(sorted(g.id for g in catalog.gpus.values() if price(g) is None))
-    weights_floor = model.params_total * quant.bits_per_weight / 8 * 0.9
-    # (all parts, what is bought, NVLink, on the MoE host build)
-    candidates: list[tuple[list[tuple[int, GpuSpec]], list[tuple[int, GpuSpec]], bool, bool]] = []
-    owned_unified = any(s.unified_memory for _, s in owned)
-    owned_modules = any(s.sold_in for _, s in owned)
-    beyond_platform = 0
-    if owned:  # what the user has, as it is: costs nothing
-        candidates.append((owned, [], False, False))
-    max_cards = max((p.max_gpus for p in plan_rules.platform.values()), default=MAX_PLAN_GPUS)
-    for g in buyable:
-        if g.unified_memory:
-            counts: tuple[int, ...] = (1,)
-        elif g.sold_in:
-            counts = g.sold_in  # SXM/OAM: only the baseboards they are sold on
-        else:
-            counts = tuple(range(1, max_cards + 1))
-        for n in counts:
-            if owned and (g.unified_memory or owned_unified or any(s.vendor != g.vendor for _, s in owned)):
-                continue  # a unified machine is a whole computer; one runtime drives one vendor's GPUs
-            if owned and (g.sold_in or owned_modules):
-                continue  # modules go on their own baseboard; cards do not join it
-            parts = owned + [(n, g)]
-            if sum(k for k, _ in parts) > MAX_PLAN_GPUS:
-                continue
-            if not g.unified_memory and not g.sold_in and platform_for(parts, plan_rules.platform) is None:
-                beyond_platform += 1
-                continue
-            cap = sum(k * s.vram_bytes for k, s in parts)
-            if cap >= weights_floor:
-                candidates.append((parts, [(n, g)], False, False))
-                all_specs = [s for _, s in parts]
-                if sum(k for k, _ in parts) > 1 and all(s.id in plan_rules.nvlink_bridge_sold_for for s in all_specs) \
-                        and all(s.nvlink and s.nvlink.topology == "bridge" for s in all_specs) \
-                        and len({s.id for s in all_specs}) == 1:
-                    candidates.append((parts, [(n, g)], True, False))
-            if model.is_moe and n == 1 and not g.unified_memory and not g.sold_in and not owned \
-                    and g.category in ("consumer", "workstation"):
-                candidates.append((parts, [(n, g)], False, True))  # one card next to the experts in RAM
-    if model.is_moe and owned and not owned_unified and not owned_modules:
-        candidates.append((owned, [], False, True))  # the cards you have, moved into the MoE host build
-    from advisor.engine.choice import kv_candidates
 
-    kv_types = kv_candidates(catalog, runtime, opts)
+def make_plan(catalog: Catalog, model: ModelSpec, options: Options, **ask) -> Plan:
+    """The cheapest rigs that run `model` with `options` at the target; `ask` holds PlanAsk's fields."""
+    shop = _Shop(catalog, model, options, PlanAsk(**ask))
+    candidates, beyond_platform = _candidates(shop)
     results: list[PlanOption] = []
     evaluated = 0
-    plain_best: dict[tuple, PlanOption] = {}
-    for parts, new, nvlink, on_host in candidates:
-        specs = [s for n, s in parts for _ in range(n)]
-        if on_host:
-            rig = rig_of(specs, catalog.rules.memory.host, ram_bytes=int(float(host.ram_gib) * GIB), nvlink=False,
-                         ram_bandwidth_gb_s=float(host.ram_bandwidth_gb_s), source="plan")
-        else:
-            rig = rig_of(specs, catalog.rules.memory.host, ram_bytes=ram_bytes, nvlink=nvlink, source="plan")
-        if {s.vendor for _, s in parts} - set(runtime.vendors) or refusal(catalog, runtime, rig, model, quant):
+    for cand in candidates:
+        rig = _rig(shop, cand)
+        if {s.vendor for _, s in cand.parts} - set(shop.runtime.vendors) or \
+                refusal(catalog, shop.runtime, rig, model, shop.quant):
             continue  # the runtime does not run there (rules/runtimes.toml): never proposed
         evaluated += 1
-        for kv in kv_types:  # f16, then q8_0 where it is what fits (advisor.engine.choice)
-            kv_opts = replace(opts, kv_type=kv)
-            placement = Placer(model, quant, runtime, rig, kv_opts, catalog.rules).at(ctx)
-            if placement.runs if on_host else placement.fits:
-                break
-        if not (placement.runs if on_host else placement.fits):
-            continue
-        speed = estimate_speed(placement, rig, model, quant, runtime, catalog.rules, kv_opts, ctx)
-        tps = speed.decode_tokens_per_s or 0.0
-        if min_tps is not None and tps < min_tps:
-            continue
-        cost = sum(n * price(s) for n, s in new) + (bridge * (sum(n for n, _ in parts) // 2) if nvlink else 0.0)
-        basis = [price_words(s, price(s), s.id in prices) for _, s in new]
-        if nvlink:
-            basis.append(f"NVLink bridge ${bridge:,.0f} ({plan_rules.nvlink_bridge_basis})")
-        if on_host:
-            cost += float(host.usd)
-            basis.append(f"{host.name} ${float(host.usd):,.0f} ({host.date}, rules/plan.toml [moe_host])")
-        power = sum(n * s.power_w for n, s in parts) + (float(host.base_w) if on_host else 0.0)
-        per_m = power / 1000 / (tps * 3600) * 1e6 * kwh if tps else float("inf")
-        headroom = min(d.free_bytes for d in placement.devices) if placement.devices else 0
-        label = " + ".join(f"{n}× {s.name}" for n, s in parts)
-        if on_host:
-            where = f"{label} in an {host.name} build, experts in system RAM ({placement.strategy.replace('_', ' ')})"
-            platform = host.name
-        elif parts[0][1].unified_memory:
-            where, platform = f"{label}: {placement.strategy.replace('_', ' ')}", "unified-memory machine"
-        elif parts[0][1].sold_in:
-            where = f"{label}: an {sum(n for n, _ in parts)}-GPU baseboard, {placement.strategy.replace('_', ' ')}"
-            platform = f"{sum(n for n, _ in parts)}-GPU baseboard (server not priced)"
-        else:
-            plat = platform_for(parts, plan_rules.platform)
-            platform = plat.name if plat else ""
-            where = f"{label} on a {platform}: {placement.strategy.replace('_', ' ')}"
-            if plat is not None and new and (owned or float(plat.usd)):
-                # a rig that outgrows the desktop needs the platform too (the owner's desktop costs nothing)
-                cost += float(plat.usd)
-                if float(plat.usd):
-                    basis.append(f"platform ${float(plat.usd):,.0f}: {plat.price_basis}")
-        why = (f"{where}, {tps:.1f} tok/s decode, {headroom / GIB:.1f} GiB to spare"
-               + (f", {kv} KV cache" if kv != kv_types[0] else "") + (", NVLink bridge" if nvlink else ""))
-        opt = PlanOption(gpus=tuple((n, s.id) for n, s in parts), new_gpus=tuple((n, s.id) for n, s in new),
-                         price_usd=round(cost, 2), nvlink=nvlink, decode_tokens_per_s=tps,
-                         prefill_tokens_per_s=speed.prefill_tokens_per_s or 0.0, headroom_bytes=headroom,
-                         power_w=power, usd_per_million_tokens=round(per_m, 2), strategy=placement.strategy, why=why,
-                         fits=placement.fits, platform=platform, price_basis=tuple(basis), host_build=on_host,
-                         kv_cache_type=kv)
-        key = tuple((n, s.id) for n, s in parts) + (("host",) if on_host else ())
-        if not nvlink:
-            plain_best[key] = opt
-        results.append(opt)
-    # NVLink options stay only where they beat the same GPUs without NVLink.
-    kept, dropped_nvlink = [], 0
-    for o in results:
-        if o.nvlink:
-            plain = plain_best.get(o.gpus)
-            if plain is not None and plain.price_usd <= o.price_usd:
-                dropped_nvlink += 1
-                continue
-        kept.append(o)
+        opt = _option(shop, cand, rig)
+        if opt is not None:
+            results.append(opt)
+    kept, dropped_nvlink = _without_idle_bridges(results)
     kept.sort(key=lambda o: (o.price_usd, -o.decode_tokens_per_s))
-    over_budget = False
-    notes = []
-    if budget is not None:
-        within = [o for o in kept if o.price_usd <= budget]
-        if within:
-            kept = within
-        elif kept:
-            over_budget = True
-            notes.append(f"Nothing reaches the target within ${budget:,.0f}; the cheapest rig that does costs "
-                         f"${kept[0].price_usd:,.0f}.")
-            kept = kept[:1]
-    if any(o.nvlink for o in kept[:top]):
-        note = "NVLink appears where it reaches the target that the same GPUs over PCIe miss."
-    elif dropped_nvlink:
-        note = (f"NVLink would buy nothing here: {dropped_nvlink} bridged option(s) reach the target no better "
-                f"than the same GPUs over PCIe ({runtime.name}, {opts.split or runtime.default_split} split).")
-    else:
-        note = "No NVLink-capable option reaches the target; PCIe is what these rigs use."
+    kept, notes = _within_budget(kept, shop.ask.budget)
+    notes += _notes(shop, kept, beyond_platform)
+    kwh = shop.ask.kwh_usd if shop.ask.kwh_usd is not None else float(shop.rules.electricity_usd_per_kwh)
+    return Plan(model=model, quant=shop.quant, context_tokens=shop.ctx, min_tps=shop.ask.min_tps,
+                budget_usd=shop.ask.budget, notes=tuple(notes), options=tuple(kept[:shop.ask.top]),
+                evaluated=evaluated, nvlink_note=_nvlink_note(shop, kept, dropped_nvlink), kwh_usd=kwh,
+                kwh_basis=str(shop.rules.electricity_basis) if shop.ask.kwh_usd is None else "given with --kwh-price",
+                unpriced=tuple(sorted(g.id for g in catalog.gpus.values() if shop.price(g) is None)), used=shop.used,
+                over_budget=bool(shop.ask.budget is not None and kept and kept[0].price_usd > shop.ask.budget))
+
+
+def _counts(g: GpuSpec, max_cards: int) -> tuple[int, ...]:
+    """How many of a GPU a rig may hold: one unified machine, a module's baseboards, or 1..max cards."""
+    if g.unified_memory:
+        return (1,)
+    if g.sold_in:
+        return g.sold_in  # SXM/OAM: only the baseboards they are sold on
+    return tuple(range(1, max_cards + 1))
+
+
+def _joins_owned(shop: _Shop, g: GpuSpec) -> bool:
+    """Whether a bought GPU can join what the user owns: one vendor (one runtime drives them), no unified
+    machine (a whole computer), no modules (they go on their own baseboard; cards do not join it)."""
+    owned = shop.owned
+    if not owned:
+        return True
+    if g.unified_memory or any(s.unified_memory for _, s in owned) or any(s.vendor != g.vendor for _, s in owned):
+        return False
+    return not (g.sold_in or any(s.sold_in for _, s in owned))
+
+
+def _candidates(shop: _Shop) -> tuple[list[_Candidate], int]:
+    """Every rig to place: what is owned, each priced GPU in the counts its platform takes added to it (with
+    an NVLink bridge where one is sold), and for MoE models the MoE host build; and how many were beyond every
+    platform."""
+    owned, model, platforms = shop.owned, shop.model, shop.rules.platform
+    out = [_Candidate(tuple(owned), (), False, False)] if owned else []
+    weights_floor = model.params_total * shop.quant.bits_per_weight / 8 * 0.9
+    max_cards = max((p.max_gpus for p in platforms.values()), default=MAX_PLAN_GPUS)
+    beyond = 0
+    for g in (g for g in shop.catalog.gpus.values() if shop.price(g) is not None and _joins_owned(shop, g)):
+        for n in _counts(g, max_cards):
+            parts = tuple(owned) + ((n, g),)
+            if sum(k for k, _ in parts) > MAX_PLAN_GPUS:
+                continue
+            if not g.unified_memory and not g.sold_in and platform_for(list(parts), platforms) is None:
+                beyond += 1
+                continue
+            if sum(k * s.vram_bytes for k, s in parts) >= weights_floor:
+                out.append(_Candidate(parts, ((n, g),), False, False))
+                if _bridgeable(shop, parts):
+                    out.append(_Candidate(parts, ((n, g),), True, False))
+            if model.is_moe and n == 1 and not g.unified_memory and not g.sold_in and not owned \
+                    and g.category in ("consumer", "workstation"):
+                out.append(_Candidate(parts, ((n, g),), False, True))  # one card next to the experts in RAM
+    if model.is_moe and owned and all(not s.unified_memory and not s.sold_in for _, s in owned):
+        out.append(_Candidate(tuple(owned), (), False, True))  # the cards you have, moved into the MoE host build
+    return out, beyond
+
+
+def _bridgeable(shop: _Shop, parts: tuple) -> bool:
+    """Several cards of one model that take an NVLink bridge still sold for them."""
+    specs = [s for _, s in parts]
+    return sum(k for k, _ in parts) > 1 and all(s.id in shop.rules.nvlink_bridge_sold_for for s in specs) \
+        and all(s.nvlink and s.nvlink.topology == "bridge" for s in specs) and len({s.id for s in specs}) == 1
+
+
+def _rig(shop: _Shop, cand: _Candidate):
+    specs = [s for n, s in cand.parts for _ in range(n)]
+    host_rules = shop.catalog.rules.memory.host
+    if cand.on_host:
+        return rig_of(specs, host_rules, (int(float(shop.host.ram_gib) * GIB), float(shop.host.ram_bandwidth_gb_s)),
+                      nvlink=False, source="plan")
+    return rig_of(specs, host_rules, (shop.ask.ram_bytes, None), nvlink=cand.nvlink, source="plan")
+
+
+def _option(shop: _Shop, cand: _Candidate, rig) -> PlanOption | None:
+    """A candidate placed and timed by the engine, priced; None when it does not fit (the host build: run) or
+    misses the speed target."""
+    ok = (lambda p: p.runs) if cand.on_host else (lambda p: p.fits)
+    base = Scenario(shop.model, shop.quant, shop.runtime, rig, shop.opts, shop.catalog.rules, shop.ctx,
+                    weights_layout(shop.model, shop.quant))
+    for kv in shop.kv_types:  # f16, then q8_0 where it is what fits (advisor.engine.choice)
+        sc = base.with_options(kv_type=kv)
+        placement = Placer(sc).at(shop.ctx)
+        if ok(placement):
+            break
+    if not ok(placement):
+        return None
+    speed = estimate_speed(sc, placement)
+    tps = speed.decode_tokens_per_s or 0.0
+    if shop.ask.min_tps is not None and tps < shop.ask.min_tps:
+        return None
+    cost, basis, platform, where = _priced(shop, cand, placement.strategy)
+    power = sum(n * s.power_w for n, s in cand.parts) + (float(shop.host.base_w) if cand.on_host else 0.0)
+    kwh = shop.ask.kwh_usd if shop.ask.kwh_usd is not None else float(shop.rules.electricity_usd_per_kwh)
+    per_m = power / 1000 / (tps * 3600) * 1e6 * kwh if tps else float("inf")
+    headroom = min(d.free_bytes for d in placement.devices) if placement.devices else 0
+    kv = sc.options.kv_type
+    why = (f"{where}, {tps:.1f} tok/s decode, {headroom / GIB:.1f} GiB to spare"
+           + (f", {kv} KV cache" if kv != shop.kv_types[0] else "") + (", NVLink bridge" if cand.nvlink else ""))
+    return PlanOption(gpus=tuple((n, s.id) for n, s in cand.parts), new_gpus=tuple((n, s.id) for n, s in cand.new),
+                      price_usd=round(cost, 2), nvlink=cand.nvlink, decode_tokens_per_s=tps,
+                      prefill_tokens_per_s=speed.prefill_tokens_per_s or 0.0, headroom_bytes=headroom,
+                      power_w=power, usd_per_million_tokens=round(per_m, 2), strategy=placement.strategy, why=why,
+                      fits=placement.fits, platform=platform, price_basis=tuple(basis), host_build=cand.on_host,
+                      kv_cache_type=kv)
+
+
+def _priced(shop: _Shop, cand: _Candidate, strategy: str) -> tuple[float, list[str], str, str]:
+    """(cost, each priced part in words, the platform, where it runs in words) of a candidate."""
+    parts, new, host = cand.parts, cand.new, shop.host
+    bridge = float(shop.rules.nvlink_bridge_usd)
+    cost = sum(n * shop.price(s) for n, s in new) + (bridge * (sum(n for n, _ in parts) // 2) if cand.nvlink else 0.0)
+    basis = [price_words(s, shop.price(s), s.id in shop.prices) for _, s in new]
+    if cand.nvlink:
+        basis.append(f"NVLink bridge ${bridge:,.0f} ({shop.rules.nvlink_bridge_basis})")
+    label = " + ".join(f"{n}× {s.name}" for n, s in parts)
+    mode = strategy.replace('_', ' ')
+    if cand.on_host:
+        cost += float(host.usd)
+        basis.append(f"{host.name} ${float(host.usd):,.0f} ({host.date}, rules/plan.toml [moe_host])")
+        return cost, basis, host.name, f"{label} in an {host.name} build, experts in system RAM ({mode})"
+    if parts[0][1].unified_memory:
+        return cost, basis, "unified-memory machine", f"{label}: {mode}"
+    count = sum(n for n, _ in parts)
+    if parts[0][1].sold_in:
+        return cost, basis, f"{count}-GPU baseboard (server not priced)", f"{label}: an {count}-GPU baseboard, {mode}"
+    plat = platform_for(list(parts), shop.rules.platform)
+    platform = plat.name if plat else ""
+    if plat is not None and new and (shop.owned or float(plat.usd)):
+        # a rig that outgrows the desktop needs the platform too (the owner's desktop costs nothing)
+        cost += float(plat.usd)
+        if float(plat.usd):
+            basis.append(f"platform ${float(plat.usd):,.0f}: {plat.price_basis}")
+    return cost, basis, platform, f"{label} on a {platform}: {mode}"
+
+
+def _without_idle_bridges(results: list[PlanOption]) -> tuple[list[PlanOption], int]:
+    """NVLink options stay only where they beat the same GPUs without NVLink; how many were dropped."""
+    plain_best = {o.gpus + (("host",) if o.host_build else ()): o for o in results if not o.nvlink}
+    kept, dropped = [], 0
+    for o in results:
+        plain = plain_best.get(o.gpus) if o.nvlink else None
+        if plain is not None and plain.price_usd <= o.price_usd:
+            dropped += 1
+            continue
+        kept.append(o)
+    return kept, dropped
+
+
+def _within_budget(kept: list[PlanOption], budget: float | None) -> tuple[list[PlanOption], list[str]]:
+    """The options within the budget, or the cheapest above it (said in a note) when none is."""
+    if budget is None:
+        return kept, []
+    within = [o for o in kept if o.price_usd <= budget]
+    if within or not kept:
+        return within, []
+    return kept[:1], [f"Nothing reaches the target within ${budget:,.0f}; the cheapest rig that does costs "
+                      f"${kept[0].price_usd:,.0f}."]
+
+
+def _nvlink_note(shop: _Shop, kept: list[PlanOption], dropped_nvlink: int) -> str:
+    if any(o.nvlink for o in kept[:shop.ask.top]):
+        return "NVLink appears where it reaches the target that the same GPUs over PCIe miss."
+    if dropped_nvlink:
+        return (f"NVLink would buy nothing here: {dropped_nvlink} bridged option(s) reach the target no better "
+                f"than the same GPUs over PCIe ({shop.runtime.name}, {shop.opts.split or shop.runtime.default_split} "
+                f"split).")
+    return "No NVLink-capable option reaches the target; PCIe is what these rigs use."
+
+
+def _notes(shop: _Shop, kept: list[PlanOption], beyond_platform: int) -> list[str]:
+    """What would buy nothing here (a second GPU, a data-centre card), the host build's source, the platforms."""
+    gpus, notes, host = shop.catalog.gpus, [], shop.host
     if kept:
         best = kept[0]
-        owned_n = sum(n for n, _ in owned)
+        owned_n = sum(n for n, _ in shop.owned)
         if sum(n for n, _ in best.gpus) - owned_n == 1 and len(best.new_gpus) == 1 and not best.host_build:
-            name = catalog.gpus[best.new_gpus[0][1]].name
-            notes.append(f"{'One more GPU' if owned_n else 'One GPU'} is enough: another {name} would add memory, "
-                         f"not single-stream speed (a layer split runs the GPUs in turn).")
-        consumer = [o for o in kept if all(catalog.gpus[g].category != "datacenter" for _, g in o.new_gpus)]
-        datacentre = [o for o in kept if any(catalog.gpus[g].category == "datacenter" for _, g in o.new_gpus)]
+            notes.append(f"{'One more GPU' if owned_n else 'One GPU'} is enough: another {gpus[best.new_gpus[0][1]].name} "
+                         f"would add memory, not single-stream speed (a layer split runs the GPUs in turn).")
+        consumer = [o for o in kept if all(gpus[g].category != "datacenter" for _, g in o.new_gpus)]
+        datacentre = [o for o in kept if any(gpus[g].category == "datacenter" for _, g in o.new_gpus)]
         if consumer and datacentre and datacentre[0].price_usd > consumer[0].price_usd:
             notes.append(f"A data-centre card buys nothing here: the cheapest that reaches the target costs "
                          f"${datacentre[0].price_usd:,.0f}, against ${consumer[0].price_usd:,.0f} for "
                          f"{', '.join(f'{n}x {g}' for n, g in consumer[0].new_gpus)}.")
-    if any(o.host_build for o in kept[:top]):
+    if any(o.host_build for o in kept[:shop.ask.top]):
         notes.append(f"The MoE host build ({host.name}) is priced from {host.source}, {host.date}; llama.cpp keeps "
                      f"the experts in its RAM (--n-cpu-moe) and the rest on the card.")
     limits = "; ".join(f"{p.name}: at most {p.max_gpus} cards and {float(p.psu_w) * float(p.load_fraction):,.0f} W "
-                       f"with {float(p.base_w):,.0f} W for the platform" for p in plan_rules.platform.values())
+                       f"with {float(p.base_w):,.0f} W for the platform" for p in shop.rules.platform.values())
     notes.append(f"Builds are held to their platform (rules/plan.toml): {limits}; SXM/OAM modules only on their "
                  f"4- or 8-GPU baseboards, at N x the per-GPU price (the server is extra)"
                  + (f"; {beyond_platform} rig(s) beyond every platform left out." if beyond_platform else "."))
-    return Plan(model=model, quant=quant, context_tokens=ctx, min_tps=min_tps, budget_usd=budget, notes=tuple(notes),
-                options=tuple(kept[:top]), evaluated=evaluated, nvlink_note=note, kwh_usd=kwh,
-                kwh_basis=str(plan_rules.electricity_basis) if kwh_usd is None else "given with --kwh-price",
-                unpriced=unpriced, used=used, over_budget=over_budget)
+    return notes

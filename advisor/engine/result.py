@@ -204,6 +204,18 @@ class Serving(Record):
 
 
 @record
+class WhatIf(Record):
+    """The same answer with another KV cache type, computed by the engine with the answer's own weights (a
+    model file's real bytes): what findings FIT001 and KV001 offer."""
+
+    kv_type: str
+    max_context_tokens: int | None = None
+    """The largest context fully on the GPUs with it (None: not asked: the answer does not fit)."""
+    fits: bool | None = None
+    """It fits fully at the asked context (None: not asked: the answer fits already)."""
+
+
+@record
 class Report(Record):
     model: ModelSpec
     quant: QuantSpec
@@ -240,6 +252,8 @@ class Report(Record):
     """Why the runtime cannot run this model on these GPUs at all (compatibility rules), or empty."""
     vision: VisionUse | None = None
     """The vision tower this answer loads (llama.cpp's --mmproj, vLLM's encoder), and what it costs."""
+    what_if: WhatIf | None = None
+    """The answer with a q8_0 KV cache where an f16 one leaves context on the table or does not fit."""
 
     @property
     def fits(self) -> bool:

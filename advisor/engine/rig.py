@@ -131,13 +131,14 @@ def nvlink_pairs(specs: list[GpuSpec]) -> tuple[tuple[int, int], ...]:
     return tuple(pairs)
 
 
-def rig_of(specs: list[GpuSpec], host_rules: HostRules, *, ram_bytes: int, nvlink: bool = False,
-           pcie: tuple[int | None, int | None] = (None, None), ram_bandwidth_gb_s: float | None = None,
-           source: str = "flags") -> Rig:
+def rig_of(specs: list[GpuSpec], host_rules: HostRules, ram: tuple[int, float | None], *, nvlink: bool = False,
+           pcie: tuple[int | None, int | None] = (None, None), source: str = "flags") -> Rig:
     """A rig of catalog GPUs as sold, at their total memory: what `--gpu` flags and `plan` describe.
 
-    NVLink joins them as the hardware allows (`nvlink`), and always for switch/mesh parts (SXM). A
-    unified-memory machine's RAM and bandwidth are its unified memory's."""
+    `ram`: system RAM bytes and its bandwidth in GB/s (None: the rulebook's default). NVLink joins them as
+    the hardware allows (`nvlink`), and always for switch/mesh parts (SXM). A unified-memory machine's RAM
+    and bandwidth are its unified memory's."""
+    ram_bytes, ram_bandwidth_gb_s = ram
     gen, lanes = pcie
     gpus = tuple(RigGpu(spec=s, capacity_bytes=s.vram_bytes, pcie_gen=gen or s.pcie_gen,
                         pcie_lanes=lanes or s.pcie_lanes, index=i) for i, s in enumerate(specs))

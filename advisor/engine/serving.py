@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from advisor.catalog.rulebook import Rulebook
-from advisor.catalog.types import ModelSpec, QuantSpec, RuntimeSpec
+from advisor.catalog.types import RuntimeSpec
 from advisor.engine import fraction
 from advisor.engine import speed as spd
 from advisor.engine.interconnect import link_times
@@ -23,6 +22,7 @@ from advisor.engine.options import Options
 from advisor.engine.placement import Placement, Placer
 from advisor.engine.result import PoolDevice, Remedy, Serving
 from advisor.engine.rig import Rig
+from advisor.engine.scenario import Scenario
 
 
 def pool(placement: Placement, runtime: RuntimeSpec, ctx: int) -> tuple[int, int, tuple[PoolDevice, ...]]:
@@ -58,8 +58,10 @@ def _basis(runtime: RuntimeSpec, share: float, ctx: int) -> str:
     return f"{head}; the GPU with the fewest pages decides; a request of {ctx:,} tokens is the unit of concurrency"
 
 
-def serve(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
-          rules: Rulebook, options: Options, ctx: int, max_num_seqs: int = 0) -> Serving:
+def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
+    """The paged KV pool of this placement: how many requests of the context run at once, how many queue, and
+    their time to first token and decode speeds."""
+    rig, runtime, options, ctx = sc.rig, sc.runtime, sc.options, sc.ctx
     tokens, total, shares = pool(placement, runtime, ctx)
     conc = tokens / max(ctx, 1) if placement.runs else 0.0
     used = [d for d in placement.devices if d.total_bytes > 0]
@@ -74,32 +76,37 @@ def serve(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, ru
                 memory_fraction=memory_fraction(runtime, options, rig), devices=shares, spare_bytes=spare,
                 basis=_basis(runtime, memory_fraction(runtime, options, rig), ctx))
     if running and rig.speed_known:
-        args = (placement, rig, model, quant, runtime, rules)
-        pre = spd.prefill_time(*args, options.prompt_tokens)
-        lt = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, 1)
-        ttft = pre.total_s + (lt.prefill_s if lt else 0.0)
-        # each running request reads its own KV cache, on average half of its context
-        kv = [int(d.kv_cache_bytes * running * 0.5) for d in placement.devices]
-        # under sustained load each finished request is replaced by a new one, whose prompt is computed
-        # (chunked prefill) in the steps the other streams decode: (running - 1) x prompt / output tokens
-        # a step on top of the `running` decode tokens (what makes a large batch compute-bound)
-        output = max(ctx - options.prompt_tokens, 1)
-        prefill = (running - 1) * min(options.prompt_tokens, ctx) / output if runtime.kv_pool == "paged" else 0.0
-        step = spd.decode_step(*args, kv_depth_bytes=kv, streams=running, tokens=running + prefill)
-        lt_dec = link_times(placement, rig, model, runtime, rules, options.prompt_tokens, running)
-        step_s = step.total_s + (lt_dec.decode_s if lt_dec else 0.0)
-        s = replace(s, ttft_s=round(ttft, 3), ttft_all_s=round(ttft * running, 3),
-                    aggregate_decode_tokens_per_s=round(running / step_s, 1),
-                    per_stream_decode_tokens_per_s=round(1 / step_s, 1))
+        s = _with_speeds(sc, placement, s, running)
     if not s.starts or s.marginal(int(runtime.pool_spread_mib * 1024**2)):
-        s = replace(s, remedies=remedies(placement, rig, model, quant, runtime, rules, options, ctx))
+        s = replace(s, remedies=remedies(sc, placement))
     return s
 
 
-def remedies(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
-             rules: Rulebook, options: Options, ctx: int) -> tuple[Remedy, ...]:
+def _with_speeds(sc: Scenario, placement: Placement, s: Serving, running: int) -> Serving:
+    """Time to first token and decode speeds of `running` requests served at once."""
+    options, ctx = sc.options, sc.ctx
+    pre = spd.prefill_time(sc, placement, options.prompt_tokens)
+    lt = link_times(sc, placement, options.prompt_tokens, 1)
+    ttft = pre.total_s + (lt.prefill_s if lt else 0.0)
+    # each running request reads its own KV cache, on average half of its context
+    kv = [int(d.kv_cache_bytes * running * 0.5) for d in placement.devices]
+    # under sustained load each finished request is replaced by a new one, whose prompt is computed
+    # (chunked prefill) in the steps the other streams decode: (running - 1) x prompt / output tokens
+    # a step on top of the `running` decode tokens (what makes a large batch compute-bound)
+    output = max(ctx - options.prompt_tokens, 1)
+    prefill = (running - 1) * min(options.prompt_tokens, ctx) / output if sc.paged else 0.0
+    step = spd.decode_step(sc, placement, kv_depth_bytes=kv, streams=running, tokens=running + prefill)
+    lt_dec = link_times(sc, placement, options.prompt_tokens, running)
+    step_s = step.total_s + (lt_dec.decode_s if lt_dec else 0.0)
+    return replace(s, ttft_s=round(ttft, 3), ttft_all_s=round(ttft * running, 3),
+                   aggregate_decode_tokens_per_s=round(running / step_s, 1),
+                   per_stream_decode_tokens_per_s=round(1 / step_s, 1))
+
+
+def remedies(sc: Scenario, placement: Placement) -> tuple[Remedy, ...]:
     """Each single change, in the runtime's own option names, that lets one request start, with the
     longest context it then allows; then all of them together."""
+    rig, runtime, options, ctx = sc.rig, sc.runtime, sc.options, sc.ctx
     names = runtime.option_names
     tries: list[tuple[str, Options]] = []
     if "fp8" in runtime.kv_types and options.kv_type != "fp8" and "kv_cache_dtype" in names:
@@ -119,13 +126,12 @@ def remedies(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec,
         tries.append((" ".join(t for t, _ in tries), both))
     out = []
     for text, opts in tries:
-        p = Placer(model, quant, runtime, rig, opts, rules)
+        p = Placer(replace(sc, options=opts))
         at = p.at(ctx)
         tokens = pool(at, runtime, ctx)[0] if at.runs else 0
         out.append(Remedy(text, p.max_context(), tokens, at.runs))
-    base = Placer(model, quant, runtime, rig, options, rules).max_context()
+    here = Placer(sc)
+    base = here.max_context()
     if base and base < ctx and "max_model_len" in names:
-        out.insert(0, Remedy(f"{names['max_model_len']} {base}", base,
-                             pool(Placer(model, quant, runtime, rig, options, rules).at(base), runtime, base)[0],
-                             False))
+        out.insert(0, Remedy(f"{names['max_model_len']} {base}", base, pool(here.at(base), runtime, base)[0], False))
     return tuple(out)

@@ -23,6 +23,7 @@ from advisor.engine import memory as mem
 from advisor.engine.placement import Placement
 from advisor.engine.result import ErrorBand
 from advisor.engine.rig import Rig, gpu_backend
+from advisor.engine.scenario import Scenario
 
 
 @record
@@ -107,8 +108,7 @@ def _active_device_bytes(placement: Placement, layout: mem.WeightsLayout, model:
     return [max(d.weights_bytes - d.expert_bytes * (1 - frac), 0.0) for d in placement.devices]
 
 
-def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
-                rules: Rulebook, kv_depth_bytes: list[int] | None = None, streams: int = 1,
+def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | None = None, streams: int = 1,
                 host_kv_bytes: int = 0, tokens: float | None = None) -> StepTimes:
     """Seconds for one decode step of `streams` sequences.
 
@@ -119,8 +119,8 @@ def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSp
     carries more than one token per stream (a paged server's chunked prefill of the requests that
     replace finished ones rides in the same step); it defaults to `streams`.
     """
-    layout = placement.layout or mem.weights_layout(model, quant)
-    s = rules.speed.decode
+    rig, model, quant, rules = sc.rig, sc.model, sc.quant, sc.rules
+    layout = placement.layout or sc.layout
     kv = kv_depth_bytes or [0] * len(placement.devices)
     computed = max(tokens if tokens is not None else streams, streams)
     reads = _active_device_bytes(placement, layout, model, max(int(round(computed)), 1))
@@ -142,23 +142,62 @@ def decode_step(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSp
         gpu_s = max((device_s(i, reads[i], kv[i]) for i in used), default=0.0)
     else:
         gpu_s = sum(device_s(i, reads[i], kv[i]) for i in used)
-    host_s = 0.0
-    if placement.host.weights_bytes and placement.strategy in ("cpu_offload", "moe_offload", "cpu_only"):
-        host = placement.host
-        host_active = host.weights_bytes - host.expert_bytes * (1 - active_fraction(model, streams))
-        if placement.strategy != "cpu_only" and runtime.embeddings_on_host or not model.tied_embeddings:
-            host_active -= layout.embed_bytes  # a token reads one row of the input embedding, not all of it
-        host_active = max(host_active, 0) + host_kv_bytes
-        host_s = host_active / (rig.ram_bandwidth_gb_s * 1e9 * float(s.cpu_efficiency))
-    backend = backend_of(rig.gpus[0].spec, runtime) if rig.gpus else "cpu"
-    own = rules.speed.by_runtime.get(runtime.speed_terms, FixedCosts())  # its own fitted fixed costs
+    host_s = _host_decode_s(sc, placement, layout, streams, host_kv_bytes)
+    return StepTimes(gpu_s, host_s, _fixed_decode_s(sc))
+
+
+def _host_decode_s(sc: Scenario, placement: Placement, layout: mem.WeightsLayout, streams: int,
+                   host_kv_bytes: int) -> float:
+    """Seconds the CPU spends per decode step reading the weights (and KV cache) kept in system RAM."""
+    if not (placement.host.weights_bytes and placement.strategy in ("cpu_offload", "moe_offload", "cpu_only")):
+        return 0.0
+    host, model = placement.host, sc.model
+    host_active = host.weights_bytes - host.expert_bytes * (1 - active_fraction(model, streams))
+    if placement.strategy != "cpu_only" and sc.runtime.embeddings_on_host or not model.tied_embeddings:
+        host_active -= layout.embed_bytes  # a token reads one row of the input embedding, not all of it
+    host_active = max(host_active, 0) + host_kv_bytes
+    return host_active / (sc.rig.ram_bandwidth_gb_s * 1e9 * float(sc.rules.speed.decode.cpu_efficiency))
+
+
+def _fixed_decode_s(sc: Scenario) -> float:
+    """The fixed cost of a decode step: kernel launches per layer and a per-token cost (the runtime's own
+    fitted ones where rules/speed.toml has them)."""
+    s, runtime = sc.rules.speed.decode, sc.runtime
+    backend = backend_of(sc.rig.gpus[0].spec, runtime) if sc.rig.gpus else "cpu"
+    own = sc.rules.speed.by_runtime.get(runtime.speed_terms, FixedCosts())
     per_layer = (own.per_layer_us if own.per_layer_us is not None else _lookup(s.per_layer_us, backend)) * 1e-6
-    overhead_s = model.layers * per_layer + (own.per_token_us if own.per_token_us is not None else s.per_token_us) * 1e-6
-    return StepTimes(gpu_s, host_s, overhead_s)
+    return sc.model.layers * per_layer + (own.per_token_us if own.per_token_us is not None else s.per_token_us) * 1e-6
 
 
-def prefill_time(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantSpec, runtime: RuntimeSpec,
-                 rules: Rulebook, prompt_tokens: int) -> StepTimes:
+@record
+class _PrefillTerms(Record):
+    """What every device's prefill time is built from, for one prompt."""
+
+    prompt_tokens: int
+    active_params: float
+    """Parameters a token multiplies (the embedding is a lookup)."""
+    attn_flops: float
+    """Attention FLOPs of the whole prompt over all layers."""
+    per_layer_s: float
+    launch_s: float
+    step_s: float
+    micro_batches: int
+
+
+def _prefill_terms(sc: Scenario, prompt_tokens: int) -> _PrefillTerms:
+    s, model, rules = sc.rules.speed.prefill, sc.model, sc.rules
+    backend = backend_of(sc.rig.gpus[0].spec, sc.runtime) if sc.rig.gpus else "cpu"
+    return _PrefillTerms(
+        prompt_tokens=prompt_tokens,
+        active_params=model.params_active - model.vocab_size * model.hidden_size,
+        attn_flops=2 * model.attention_heads * model.head_dim * prompt_tokens ** 2 * model.layers,
+        per_layer_s=_lookup(s.per_layer_us, backend) * 1e-6,
+        launch_s=_lookup(rules.speed.decode.per_layer_us, backend) * 1e-6,
+        step_s=float(rules.speed.decode.per_token_us) * 1e-6,
+        micro_batches=max(1, -(-prompt_tokens // sc.runtime.ubatch)))
+
+
+def prefill_time(sc: Scenario, placement: Placement, prompt_tokens: int) -> StepTimes:
     """Seconds to process a prompt of `prompt_tokens` tokens.
 
     Each GPU does 2 x (its share of the active parameters) FLOPs per token in matrix products and
@@ -167,76 +206,83 @@ def prefill_time(placement: Placement, rig: Rig, model: ModelSpec, quant: QuantS
     micro-batches; with a layer split llama.cpp pipelines the micro-batches of one batch across
     the GPUs, so they overlap instead of waiting for each other.
     """
-    s = rules.speed.prefill
-    layout = placement.layout or mem.weights_layout(model, quant)
+    t = _prefill_terms(sc, prompt_tokens)
+    if any(d.split_bytes for d in placement.devices):
+        return StepTimes(_row_split_prefill_s(sc, placement, t), 0.0, 0.0)
+    layout = placement.layout or sc.layout
     total_w = sum(layout.layer_bytes) + layout.output_bytes
-    active_params = model.params_active - model.vocab_size * model.hidden_size  # the embedding is a lookup
-    attn_flops = 2 * model.attention_heads * model.head_dim * prompt_tokens ** 2 * model.layers
-    attn_eff = float(s.attention_efficiency)
-    backend = backend_of(rig.gpus[0].spec, runtime) if rig.gpus else "cpu"
-    per_layer = _lookup(s.per_layer_us, backend) * 1e-6
-    launch = _lookup(rules.speed.decode.per_layer_us, backend) * 1e-6
-    step_cost = float(rules.speed.decode.per_token_us) * 1e-6
-    n_ub = max(1, -(-prompt_tokens // runtime.ubatch))
-    split_w = sum(d.split_bytes for d in placement.devices)
-    if split_w:
-        # a row split: the split matrices' share of the products runs on all GPUs at once; attention and the
-        # rest of each layer (routed experts, norms) on the layer's own GPU, layer after layer
-        split_params = min(split_w / max(quant.bits_per_weight / 8, 1e-9), active_params)
-        split_t, own_t = 0.0, 0.0
-        for i, d in enumerate(placement.devices):
-            if d.total_bytes == 0:
-                continue
-            g = rig.gpus[i].spec
-            peak = g.fp16_tflops * 1e12
-            eff = prefill_efficiency(g, quant, rules)
-            bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
-            layers = d.layers / max(model.layers, 1)
-            split_t = max(split_t, max(2 * split_params * (d.split_bytes / split_w) * prompt_tokens / (peak * eff),
-                                       n_ub * d.split_bytes / bw))
-            own = (2 * (active_params - split_params) * layers * prompt_tokens / (peak * eff)
-                   + attn_flops * layers / (peak * attn_eff))
-            own_t += max(own, n_ub * ((d.weights_bytes - d.split_bytes) / bw + d.layers * launch)) + d.layers * per_layer
-        return StepTimes(split_t + own_t + n_ub * step_cost, 0.0, 0.0)
     times = []
     for i, d in enumerate(placement.devices):
         if d.total_bytes == 0:
             continue
-        g = rig.gpus[i].spec
+        g, quant = sc.rig.gpus[i].spec, sc.quant
         share = 1 / len(placement.devices) if placement.strategy == "tensor_parallel" else \
             (d.weights_bytes / total_w if total_w else 0.0)
         peak = g.fp16_tflops * 1e12
-        compute = (2 * active_params * share * prompt_tokens / (peak * prefill_efficiency(g, quant, rules))
-                   + attn_flops * share / (peak * attn_eff))
+        compute = (2 * t.active_params * share * prompt_tokens / (peak * prefill_efficiency(g, quant, sc.rules))
+                   + t.attn_flops * share / (peak * float(sc.rules.speed.prefill.attention_efficiency)))
         # floor: each micro-batch reads the device's weights at least once and launches every layer's
         # kernels, which a decode step measures (the decode per-layer cost)
-        n_ub = max(1, -(-prompt_tokens // runtime.ubatch))
-        stream = n_ub * (d.weights_bytes / (g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules))
-                         + d.layers * launch + step_cost)
-        times.append(max(compute, stream) + d.layers * per_layer)
+        bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, sc.rules)
+        stream = t.micro_batches * (d.weights_bytes / bw + d.layers * t.launch_s + t.step_s)
+        times.append(max(compute, stream) + d.layers * t.per_layer_s)
+    return StepTimes(_overlap_s(sc, placement, times, t.micro_batches), _host_prefill_s(sc, placement, layout, t),
+                     0.0)
+
+
+def _overlap_s(sc: Scenario, placement: Placement, times: list[float], n_ub: int) -> float:
+    """The GPUs' prefill time together: tensor parallel waits for the slowest; a layer split pipelines the
+    micro-batches of each batch of `pipeline_microbatches` across its GPUs."""
     if placement.strategy == "tensor_parallel":
-        gpu_s = max(times, default=0.0)
-    elif len(times) > 1:
-        n_ub = max(1, -(-prompt_tokens // runtime.ubatch))
-        per_batch = max(1, int(s.pipeline_microbatches))
-        slices = [t / n_ub for t in times]
-        gpu_s = 0.0
-        for start in range(0, n_ub, per_batch):
-            m = min(per_batch, n_ub - start)
-            gpu_s += sum(slices) + (m - 1) * max(slices)
-    else:
-        gpu_s = sum(times)
-    host_s = 0.0
+        return max(times, default=0.0)
+    if len(times) <= 1:
+        return sum(times)
+    per_batch = max(1, int(sc.rules.speed.prefill.pipeline_microbatches))
+    slices = [t / n_ub for t in times]
+    gpu_s = 0.0
+    for start in range(0, n_ub, per_batch):
+        m = min(per_batch, n_ub - start)
+        gpu_s += sum(slices) + (m - 1) * max(slices)
+    return gpu_s
+
+
+def _host_prefill_s(sc: Scenario, placement: Placement, layout: mem.WeightsLayout, t: _PrefillTerms) -> float:
+    """No GPU: the CPU's own throughput. Offload: llama.cpp copies the offloaded weights to the GPU for each
+    micro-batch of a large prompt."""
     if placement.strategy == "cpu_only":
-        host_s = (2 * active_params * prompt_tokens + attn_flops) / (float(s.cpu_gflops) * 1e9)
-    elif placement.host.weights_bytes:
-        # llama.cpp copies offloaded weights to the GPU for each micro-batch of a large prompt.
-        moved = placement.host.weights_bytes - (layout.embed_bytes if runtime.embeddings_on_host else 0)
-        if moved > 0 and rig.gpus:
-            g0 = rig.gpus[0]
-            n_ub = max(1, -(-prompt_tokens // runtime.ubatch))
-            host_s = moved * n_ub / (pcie_gb_s(g0.pcie_gen, g0.pcie_lanes, rules) * 1e9)
-    return StepTimes(gpu_s, host_s, 0.0)
+        return (2 * t.active_params * t.prompt_tokens + t.attn_flops) / (float(sc.rules.speed.prefill.cpu_gflops) * 1e9)
+    if not placement.host.weights_bytes:
+        return 0.0
+    moved = placement.host.weights_bytes - (layout.embed_bytes if sc.runtime.embeddings_on_host else 0)
+    if moved <= 0 or not sc.rig.gpus:
+        return 0.0
+    g0 = sc.rig.gpus[0]
+    return moved * t.micro_batches / (pcie_gb_s(g0.pcie_gen, g0.pcie_lanes, sc.rules) * 1e9)
+
+
+def _row_split_prefill_s(sc: Scenario, placement: Placement, t: _PrefillTerms) -> float:
+    """A row split: the split matrices' share of the products runs on all GPUs at once; attention and the
+    rest of each layer (routed experts, norms) on the layer's own GPU, layer after layer."""
+    quant, rules, model = sc.quant, sc.rules, sc.model
+    split_w = sum(d.split_bytes for d in placement.devices)
+    split_params = min(split_w / max(quant.bits_per_weight / 8, 1e-9), t.active_params)
+    attn_eff = float(rules.speed.prefill.attention_efficiency)
+    split_t, own_t = 0.0, 0.0
+    for i, d in enumerate(placement.devices):
+        if d.total_bytes == 0:
+            continue
+        g = sc.rig.gpus[i].spec
+        peak = g.fp16_tflops * 1e12
+        eff = prefill_efficiency(g, quant, rules)
+        bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
+        layers = d.layers / max(model.layers, 1)
+        split_t = max(split_t, max(2 * split_params * (d.split_bytes / split_w) * t.prompt_tokens / (peak * eff),
+                                   t.micro_batches * d.split_bytes / bw))
+        own = (2 * (t.active_params - split_params) * layers * t.prompt_tokens / (peak * eff)
+               + t.attn_flops * layers / (peak * attn_eff))
+        own_t += max(own, t.micro_batches * ((d.weights_bytes - d.split_bytes) / bw + d.layers * t.launch_s)) \
+            + d.layers * t.per_layer_s
+    return split_t + own_t + t.micro_batches * t.step_s
 
 
 def pcie_gb_s(gen: int | None, lanes: int | None, rules: Rulebook) -> float:

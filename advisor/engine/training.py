@@ -25,6 +25,7 @@ from advisor.engine.placement import host_capacity, usable_capacity
 from advisor.engine.result import Interconnect, Training
 from advisor.engine.rig import Rig
 from advisor.errors import AdvisorError
+from advisor.record import Record, record
 
 SHARDINGS = ("auto", "ddp", "zero1", "zero2", "zero3", "fsdp", "fsdp-offload")
 """--sharding: auto picks the least that fits; fsdp is ZeRO-3 (weights, gradients and state sharded);
@@ -68,53 +69,79 @@ def check_training_options(catalog: Catalog, options: Options) -> str:
     return optimizer
 
 
-def estimate_training(catalog: Catalog, rig: Rig, model: ModelSpec, options: Options) -> Training:
-    rules = catalog.rules
-    tr = rules.training
-    t = rules.interconnect.training
+@record
+class _Tensors(Record):
+    """What training holds, before sharding: bytes of weights, gradients and optimizer state."""
+
+    trainable: int
+    weights: int
+    grads: int
+    optim: int
+    optimizer: str
+    state: float
+    """Bytes of optimizer state per trainable parameter."""
+    rank: int
+
+
+def _tensors(catalog: Catalog, model: ModelSpec, options: Options) -> _Tensors:
+    """Weights, gradients and optimizer state of the workload (rules/training.toml): all parameters for a full
+    fine-tune, the adapters over a frozen 16-bit (LoRA) or NF4 (QLoRA) base otherwise."""
+    tr = catalog.rules.training
     optimizer = check_training_options(catalog, options)
     state = float(tr.optimizer.state_bytes[optimizer])
     p = model.params_total
-    n = max(len(rig.gpus), 1)
-    kind = options.workload
     rank = options.lora_rank or tr.defaults.lora_rank
-    if kind == "full-finetune":
-        trainable = p
-        weights = int(p * float(tr.full.weight_bytes))
-        grads = int(p * float(tr.full.grad_bytes))
-        optim = int(p * (float(tr.full.master_bytes) + state))
-    else:
-        trainable = lora_params(model, rank)
-        base = catalog.quants["BF16" if kind == "lora" else "nf4"]
-        weights = mem.weights_layout(model, base).total_bytes + int(trainable * float(tr.adapter.weight_bytes))
-        grads = int(trainable * float(tr.adapter.grad_bytes))
-        optim = int(trainable * state)
+    if options.workload == "full-finetune":
+        return _Tensors(p, int(p * float(tr.full.weight_bytes)), int(p * float(tr.full.grad_bytes)),
+                        int(p * (float(tr.full.master_bytes) + state)), optimizer, state, rank)
+    trainable = lora_params(model, rank)
+    base = catalog.quants["BF16" if options.workload == "lora" else "nf4"]
+    weights = mem.weights_layout(model, base).total_bytes + int(trainable * float(tr.adapter.weight_bytes))
+    return _Tensors(trainable, weights, int(trainable * float(tr.adapter.grad_bytes)), int(trainable * state),
+                    optimizer, state, rank)
+
+
+def _per_gpu(t: _Tensors, stage: str, n: int, layer_w: int, rest: tuple[int, float, int]) -> int:
+    """Peak bytes on each GPU at a sharding stage; `rest`: (activations, allocator fragmentation, CUDA context)."""
+    acts, frag, context = rest
+    if stage in ("single", "ddp"):
+        tensors = t.weights + t.grads + t.optim
+    elif stage == "zero1":
+        tensors = t.weights + t.grads + t.optim // n
+    elif stage == "zero2":
+        tensors = t.weights + (t.grads + t.optim) // n
+    elif stage == "zero3":  # everything sharded, one layer gathered at a time (and the next prefetched)
+        tensors = (t.weights + t.grads + t.optim) // n + 2 * layer_w
+    else:  # offload: the shards live in system RAM; the GPU holds the gathered layers and activations
+        tensors = 2 * layer_w
+    return int((tensors + acts) * frag) + context
+
+
+def _strategy(stage: str, kind: str) -> str:
+    strategy = _NAMES[stage]
+    offload = " with CPU offload" if stage == "offload" else ""
+    if stage in ("zero3", "offload") and kind == "qlora":
+        return "FSDP+QLoRA (4-bit base sharded, Answer.AI)" + offload
+    if stage in ("zero3", "offload") and kind == "lora":
+        return "FSDP (frozen base sharded)" + offload
+    return strategy
+
+
+def estimate_training(catalog: Catalog, rig: Rig, model: ModelSpec, options: Options) -> Training:
+    """Memory per GPU, the sharding that fits (or the one asked for), and the step time of a training workload."""
+    rules, tr = catalog.rules, catalog.rules.training
+    t = _tensors(catalog, model, options)
+    n = max(len(rig.gpus), 1)
     trainer = next(r for r in catalog.runtimes.values() if r.trains)
-    caps = usable_capacity(rig, trainer, rules) if rig.gpus else [0]
-    cap = min(caps)
-    context = int(float(trainer.context_mib) * mem.MIB)
-    frag = float(tr.allocator.fragmentation)
-    acts = activation_bytes(model, options, rules)
-    layer_w = weights // max(model.layers, 1)
-
-    def per_gpu(stage: str) -> int:
-        if stage in ("single", "ddp"):
-            tensors = weights + grads + optim
-        elif stage == "zero1":
-            tensors = weights + grads + optim // n
-        elif stage == "zero2":
-            tensors = weights + (grads + optim) // n
-        elif stage == "zero3":  # everything sharded, one layer gathered at a time (and the next prefetched)
-            tensors = (weights + grads + optim) // n + 2 * layer_w
-        else:  # offload: the shards live in system RAM; the GPU holds the gathered layers and activations
-            tensors = 2 * layer_w
-        return int((tensors + acts) * frag) + context
-
-    host_need = weights + grads + optim
+    cap = min(usable_capacity(rig, trainer, rules) if rig.gpus else [0])
+    rest = (activation_bytes(model, options, rules), float(tr.allocator.fragmentation),
+            int(float(trainer.context_mib) * mem.MIB))
+    layer_w = t.weights // max(model.layers, 1)
+    host_need = t.weights + t.grads + t.optim
     host_cap = host_capacity(rig, rules)
 
     def ok(stage: str) -> bool:
-        return per_gpu(stage) <= cap and (stage != "offload" or host_need <= host_cap)
+        return _per_gpu(t, stage, n, layer_w, rest) <= cap and (stage != "offload" or host_need <= host_cap)
 
     if n == 1:
         stage = "single"
@@ -122,55 +149,67 @@ def estimate_training(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opt
         stage = {"fsdp": "zero3", "fsdp-offload": "offload"}.get(options.sharding, options.sharding)
     else:
         stage = next((s for s in ("ddp", "zero2", "zero3", "offload") if ok(s)), "zero3")
-    need = per_gpu(stage)
-    strategy = _NAMES[stage]
-    if stage in ("zero3", "offload") and kind == "qlora":
-        strategy = "FSDP+QLoRA (4-bit base sharded, Answer.AI)" + (" with CPU offload" if stage == "offload" else "")
-    elif stage in ("zero3", "offload") and kind == "lora":
-        strategy = "FSDP (frozen base sharded)" + (" with CPU offload" if stage == "offload" else "")
+    strategy = _strategy(stage, options.workload)
     fits = bool(rig.gpus) and ok(stage)
     note = ""
-    if not fits and n > 1 and per_gpu("offload") <= cap and host_need > host_cap:
-        note = (f"FSDP with CPU offload would fit the GPUs ({per_gpu('offload') / GIB:.1f} GiB each) but keeps "
+    offload_gpu = _per_gpu(t, "offload", n, layer_w, rest)
+    if not fits and n > 1 and offload_gpu <= cap and host_need > host_cap:
+        note = (f"FSDP with CPU offload would fit the GPUs ({offload_gpu / GIB:.1f} GiB each) but keeps "
                 f"{host_need / GIB:.1f} GiB of shards in system RAM, and {host_cap / GIB:.1f} GiB is usable (--ram)")
+    compute, comm, tps = _step(rig, model, options, (strategy, t.trainable, t.weights), rules)
+    sharded = {"single": "", "ddp": "", "zero1": "/N", "zero2": "/N", "zero3": "/N", "offload": " in RAM"}[stage]
+    basis = (f"memory: weights, gradients{sharded}, optimizer state{sharded} and activations per rules/training.toml "
+             f"(held to Answer.AI's FSDP+QLoRA and Unsloth's published figures, tests/data/training_memory.csv); "
+             f"compute at {float(rules.interconnect.training.mfu):.0%} of dense FP16 throughput; communication from "
+             f"the slowest link")
+    assumptions = _assumptions(options, t, strategy, host_need if stage == "offload" else 0,
+                               (float(tr.allocator.fragmentation), trainer.context_mib))
+    return Training(workload=options.workload, strategy=strategy, per_gpu_bytes=int(_per_gpu(t, stage, n, layer_w, rest)),
+                    weights_bytes=int(t.weights), gradients_bytes=int(t.grads), optimizer_bytes=int(t.optim),
+                    activations_bytes=int(rest[0]), fits=fits, step_compute_s=compute, step_comm_s=comm,
+                    tokens_per_s=tps, basis=basis, capacity_bytes=int(cap), trainable_params=int(t.trainable),
+                    sharding=stage, assumptions=assumptions, note=note)
+
+
+def _step(rig: Rig, model: ModelSpec, options: Options, traffic: tuple[str, int, int], rules: Rulebook):
+    """(compute seconds, communication seconds, tokens per second) of one step, or Nones where a GPU's
+    throughput is unknown."""
+    if not (rig.gpus and all(g.spec.fp16_tflops > 0 for g in rig.gpus)):
+        return None, None, None
     tokens = options.batch_size * options.seq_len
-    flops_per_token = (6 if kind == "full-finetune" else 4) * model.params_active
+    flops_per_token = (6 if options.workload == "full-finetune" else 4) * model.params_active
     if options.gradient_checkpointing:
         flops_per_token += 2 * model.params_active
-    compute = comm = tps = None
-    if rig.gpus and all(g.spec.fp16_tflops > 0 for g in rig.gpus):
-        speed = min(g.spec.fp16_tflops for g in rig.gpus) * 1e12 * float(t.mfu)
-        compute = tokens * flops_per_token / speed  # each GPU its own micro-batch
-        comm = _comm_seconds(rig, model, options, strategy, trainable, rules, mode="as_is", weights=weights)
-        step = compute + comm
-        tps = tokens * n / step
-    sharded = {"single": "", "ddp": "", "zero1": "/N", "zero2": "/N", "zero3": "/N", "offload": " in RAM"}[stage]
-    assumptions = (
+    speed = min(g.spec.fp16_tflops for g in rig.gpus) * 1e12 * float(rules.interconnect.training.mfu)
+    compute = tokens * flops_per_token / speed  # each GPU its own micro-batch
+    comm = _comm_seconds(rig, model, options, traffic, rules, mode="as_is")
+    return compute, comm, tokens * max(len(rig.gpus), 1) / (compute + comm)
+
+
+def _assumptions(options: Options, t: _Tensors, strategy: str, offloaded: int,
+                 allocator: tuple[float, float]) -> tuple[tuple[str, str], ...]:
+    """The settings the answer assumed, each with the flag that changes it."""
+    kind = options.workload
+    return (
         ("sequence length", f"{options.seq_len:,} tokens (--seq-len)"),
         ("micro-batch", f"{options.batch_size} per GPU (--batch-size)"),
         ("gradient checkpointing", "on (--no-gradient-checkpointing turns it off)" if options.gradient_checkpointing
          else "off"),
-        ("optimizer", f"{optimizer}: {state:g} bytes of state per trainable parameter (--optimizer)"),
-        ("trainable parameters", f"{trainable:,}" + (f" (LoRA rank {rank} on every linear layer, --lora-rank)"
-                                                      if kind != "full-finetune" else " (all)")),
+        ("optimizer", f"{t.optimizer}: {t.state:g} bytes of state per trainable parameter (--optimizer)"),
+        ("trainable parameters", f"{t.trainable:,}" + (f" (LoRA rank {t.rank} on every linear layer, --lora-rank)"
+                                                        if kind != "full-finetune" else " (all)")),
         ("base weights", {"full-finetune": "bf16 + fp32 master copy", "lora": "bf16, frozen",
                           "qlora": "NF4 (bitsandbytes, double quant), frozen"}[kind]),
         ("sharding", f"{strategy} (--sharding {options.sharding})"
-         + (f"; {host_need / GIB:.1f} GiB of shards in system RAM" if stage == "offload" else "")),
-        ("allocator", f"peak reserved = {frag:g} x tensors + {trainer.context_mib:g} MiB CUDA context"),
+         + (f"; {offloaded / GIB:.1f} GiB of shards in system RAM" if offloaded else "")),
+        ("allocator", f"peak reserved = {allocator[0]:g} x tensors + {allocator[1]:g} MiB CUDA context"),
     )
-    basis = (f"memory: weights, gradients{sharded}, optimizer state{sharded} and activations per rules/training.toml "
-             f"(held to Answer.AI's FSDP+QLoRA and Unsloth's published figures, tests/data/training_memory.csv); "
-             f"compute at {float(t.mfu):.0%} of dense FP16 throughput; communication from the slowest link")
-    return Training(workload=kind, strategy=strategy, per_gpu_bytes=int(need), weights_bytes=int(weights),
-                    gradients_bytes=int(grads), optimizer_bytes=int(optim), activations_bytes=int(acts), fits=fits,
-                    step_compute_s=compute, step_comm_s=comm, tokens_per_s=tps, basis=basis,
-                    capacity_bytes=int(cap), trainable_params=int(trainable), sharding=stage,
-                    assumptions=assumptions, note=note)
 
 
-def _comm_seconds(rig: Rig, model: ModelSpec, options: Options, strategy: str, trainable: int, rules: Rulebook,
-                  mode: str, weights: int) -> float:
+def _comm_seconds(rig: Rig, model: ModelSpec, options: Options, traffic: tuple[str, int, int], rules: Rulebook,
+                  mode: str) -> float:
+    """Seconds of a step on the slowest GPU link; `traffic`: (strategy, trainable parameters, weight bytes)."""
+    strategy, trainable, weights = traffic
     n = len(rig.gpus)
     if n < 2:
         return 0.0
@@ -197,8 +236,9 @@ def training_verdict(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opti
     if tr.step_compute_s is None or tr.step_comm_s is None:
         return Interconnect("not_applicable", 0.0, 1.0, "speed of these GPUs is unknown")
     trainable = tr.trainable_params
-    nv = _comm_seconds(rig, model, options, tr.strategy, trainable, rules, mode="nvlink", weights=tr.weights_bytes)
-    pcie = _comm_seconds(rig, model, options, tr.strategy, trainable, rules, mode="pcie", weights=tr.weights_bytes)
+    traffic = (tr.strategy, trainable, tr.weights_bytes)
+    nv = _comm_seconds(rig, model, options, traffic, rules, mode="nvlink")
+    pcie = _comm_seconds(rig, model, options, traffic, rules, mode="pcie")
     without, with_nv = tr.step_compute_s + pcie, tr.step_compute_s + nv
     speedup = without / with_nv
     share = tr.step_comm_s / (tr.step_compute_s + tr.step_comm_s)

@@ -28,6 +28,10 @@ text profile runs: the larger peak lowers the KV pool.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from advisor.engine.scenario import Scenario
+
 from advisor.record import Record, record
 
 MIB = 1024**2
@@ -146,39 +150,53 @@ def encoder_profile_bytes(tower: VisionTower, images: int, rules) -> tuple[int, 
     return int(act + pixels + outputs), int(outputs)
 
 
-def vision_use(tower: VisionTower | None, terms: str, rules, *, flash_attention: bool, n_gpus: int,
-               offload: bool = True, limit: int | None = None, tp: int = 1, max_num_batched_tokens: int = 0,
-               max_num_seqs: int = 1) -> VisionUse | None:
-    """What `tower` costs on the runtime whose `vision_terms` are `terms`, or None when it does not load it
-    (no rules for it, a tower the runtime takes from elsewhere, or text only)."""
+def vision_use(sc: Scenario, flash_attention: bool, tp: int, batch: tuple[int, int]) -> VisionUse | None:
+    """What the scenario's vision tower (its options' `vision_tower`) costs on its runtime (whose
+    `vision_terms` name the rules/vision.toml entry), or None when it loads none (no rules for it, a tower the
+    runtime takes from elsewhere, or text only). `tp`: the tensor-parallel size the encoder is split over;
+    `batch`: (tokens per profile batch, requests per step)."""
+    tower, rules, options = sc.options.vision_tower, sc.rules, sc.options
+    terms = sc.runtime.vision_terms
     rt = rules.vision.by_runtime.get(terms) if terms else None
-    if tower is None or rt is None or tower.source not in rt.loads or limit == 0:
+    if tower is None or rt is None or tower.source not in rt.loads or options.mm_limit == 0:
         return None
-    devices: tuple[int, ...] = (0,) if n_gpus and offload else ()
+    n_gpus = len(sc.rig.gpus)
     if rt.compute == "clip_graph":
-        compute = clip_compute_bytes(tower, flash_attention, rules)
-        where = "the first GPU" if devices else "system RAM (--no-mmproj-offload)"
-        named = f" ({tower.fetched}, fetched with the model)" if tower.fetched else ""
-        basis = (f"the mmproj's {tower.weight_bytes / MIB:.0f} MiB{named} on {where}, plus its compute buffer for a "
-                 f"{tower.warmup_patches}-patch warm-up image ({'flash attention' if flash_attention else 'no flash attention: f32 scores of every head'})")
-        return VisionUse(tower, tower.weight_bytes, compute, devices, basis,
-                         flash_compute_bytes=0 if flash_attention else clip_compute_bytes(tower, True, rules))
+        devices: tuple[int, ...] = (0,) if n_gpus and options.mmproj_offload else ()
+        return _clip_use(tower, rules, flash_attention, devices)
     if rt.compute == "encoder_profile":
-        shards = max(tp, 1) if rt.placement == "tensor_parallel_first_stage" else 1
-        devices = tuple(range(min(shards, max(n_gpus, 1)))) if n_gpus else ()
-        weights = f"the encoder's {tower.weight_bytes / MIB:.0f} MiB split over {shards} rank{'s' if shards > 1 else ''}"
-        if not tower.item_tokens:  # a tower known by its parameter count only: no image size to profile
-            return VisionUse(tower, tower.weight_bytes // shards, 0, devices,
-                             weights + "; its profile run is not counted (the largest image it takes is not known)",
-                             sequential=True)
-        per_item = tower.item_tokens
-        budget = max(max_num_batched_tokens, per_item)
-        images = max(1, min(budget // per_item, (limit if limit is not None else rt.default_limit) * max(max_num_seqs, 1)))
-        peak, outputs = encoder_profile_bytes(tower, images, rules)
-        basis = f"{weights}, and the profile run of {images} image{'s' if images > 1 else ''} of {tower.item_tokens} tokens"
-        return VisionUse(tower, tower.weight_bytes // shards, peak // shards, devices, basis, images=images,
-                         kept_bytes=outputs // shards, sequential=True)
+        return _encoder_use(sc, rt, max(tp, 1) if rt.placement == "tensor_parallel_first_stage" else 1, batch)
     return None
+
+
+def _clip_use(tower: VisionTower, rules, flash_attention: bool, devices: tuple[int, ...]) -> VisionUse:
+    """llama.cpp's mmproj: its weights on the first GPU (or in RAM) and clip's warm-up compute buffer."""
+    compute = clip_compute_bytes(tower, flash_attention, rules)
+    where = "the first GPU" if devices else "system RAM (--no-mmproj-offload)"
+    named = f" ({tower.fetched}, fetched with the model)" if tower.fetched else ""
+    basis = (f"the mmproj's {tower.weight_bytes / MIB:.0f} MiB{named} on {where}, plus its compute buffer for a "
+             f"{tower.warmup_patches}-patch warm-up image ({'flash attention' if flash_attention else 'no flash attention: f32 scores of every head'})")
+    return VisionUse(tower, tower.weight_bytes, compute, devices, basis,
+                     flash_compute_bytes=0 if flash_attention else clip_compute_bytes(tower, True, rules))
+
+
+def _encoder_use(sc: Scenario, rt, shards: int, batch: tuple[int, int]) -> VisionUse:
+    """A checkpoint's encoder (vLLM): split over `shards` ranks, and the profile run of the largest images."""
+    tower, n_gpus, limit = sc.options.vision_tower, len(sc.rig.gpus), sc.options.mm_limit
+    max_num_batched_tokens, max_num_seqs = batch
+    devices = tuple(range(min(shards, max(n_gpus, 1)))) if n_gpus else ()
+    weights = f"the encoder's {tower.weight_bytes / MIB:.0f} MiB split over {shards} rank{'s' if shards > 1 else ''}"
+    if not tower.item_tokens:  # a tower known by its parameter count only: no image size to profile
+        return VisionUse(tower, tower.weight_bytes // shards, 0, devices,
+                         weights + "; its profile run is not counted (the largest image it takes is not known)",
+                         sequential=True)
+    per_item = tower.item_tokens
+    budget = max(max_num_batched_tokens, per_item)
+    images = max(1, min(budget // per_item, (limit if limit is not None else rt.default_limit) * max(max_num_seqs, 1)))
+    peak, outputs = encoder_profile_bytes(tower, images, sc.rules)
+    basis = f"{weights}, and the profile run of {images} image{'s' if images > 1 else ''} of {tower.item_tokens} tokens"
+    return VisionUse(tower, tower.weight_bytes // shards, peak // shards, devices, basis, images=images,
+                     kept_bytes=outputs // shards, sequential=True)
 
 
 def catalog_tower(params: int, model_name: str, rules) -> VisionTower:

@@ -80,5 +80,4 @@ def rig_from_flags(catalog: Catalog, gpus: list[str], nvlink: bool = False, pcie
         ram_bytes = parse_ram(ram)
     else:
         ram_bytes = default_ram_bytes or int(host.default_ram_gib * GIB)
-    return rig_of(specs, host, ram_bytes=ram_bytes, nvlink=nvlink, pcie=(gen, lanes),
-                  ram_bandwidth_gb_s=ram_bandwidth_gb_s)
+    return rig_of(specs, host, (ram_bytes, ram_bandwidth_gb_s), nvlink=nvlink, pcie=(gen, lanes))

@@ -1,0 +1,152 @@
+"""How fast a placement runs and what its links cost: the speed and interconnect stages of the engine.
+
+Each stage takes the Scenario and the placement it was answered with; the arithmetic per device lives in
+advisor.engine.speed (decode and prefill steps) and advisor.engine.interconnect (links and traffic).
+"""
+
+from __future__ import annotations
+
+from advisor.engine import memory as mem
+from advisor.engine import speed as spd
+from advisor.engine.interconnect import link_times, split_matrices
+from advisor.engine.placement import Placement
+from advisor.engine.result import Interconnect, Speed
+from advisor.engine.scenario import Scenario
+
+WHERE = {
+    "single_gpu": "one GPU", "layer_split": "GPUs in turn (layer split)",
+    "tensor_parallel": "GPUs in parallel (tensor parallel)", "cpu_offload": "GPUs plus system RAM",
+    "moe_offload": "GPUs plus experts in system RAM", "cpu_only": "system RAM",
+}
+"""Where a placement strategy's decode reads its bytes, for the speed basis."""
+
+
+def decode_seconds(sc: Scenario, placement: Placement, depth: int, streams: int = 1) -> float:
+    """Seconds per decode step of `streams` sequences, each with `depth` tokens already in its KV cache.
+
+    The placement holds KV cache for `options.concurrency` sequences of `ctx` tokens; a step reads the
+    filled part of the active streams' share, wherever it sits (GPUs or system RAM)."""
+    options = sc.options
+    per_stream = mem.kv_cells(sc.ctx, sc.runtime, sc.rules)
+    held = 1 if sc.paged else options.concurrency  # sequences whose KV the placement holds
+    share = streams * min(depth, per_stream) / (per_stream * held)
+    kv = [int(d.kv_cache_bytes * share) for d in placement.devices]
+    host_kv = int(placement.host.kv_cache_bytes * share)
+    step = spd.decode_step(sc, placement, kv_depth_bytes=kv, streams=streams, host_kv_bytes=host_kv)
+    lt = link_times(sc, placement, options.prompt_tokens, streams)
+    return step.total_s + (lt.decode_s if lt else 0.0)
+
+
+def prefill_seconds(sc: Scenario, placement: Placement, prompt_tokens: int) -> float:
+    """Seconds to prefill a prompt of `prompt_tokens`, the links' share included."""
+    pre = spd.prefill_time(sc, placement, prompt_tokens)
+    lt = link_times(sc, placement, prompt_tokens, 1)
+    return pre.total_s + (lt.prefill_s if lt else 0.0)
+
+
+def estimate_speed(sc: Scenario, placement: Placement) -> Speed:
+    """Decode (empty and full context, and per stream under concurrency) and prefill speed of a placement."""
+    rig, runtime, options, ctx = sc.rig, sc.runtime, sc.options, sc.ctx
+    band = spd.error_band(spd.answer_kind(placement, rig, sc.model, runtime), sc.rules)
+    if not placement.runs:
+        return Speed(None, None, None, None, None, basis="does not run on this rig", error_band=band)
+    if not rig.speed_known:
+        return Speed(None, None, None, None, None, error_band=band,
+                     basis="unknown GPU (not in the catalog): its bandwidth and throughput are not known")
+    decode = 1 / decode_seconds(sc, placement, depth=0)
+    at_ctx = 1 / decode_seconds(sc, placement, depth=ctx)
+    prefill = options.prompt_tokens / prefill_seconds(sc, placement, options.prompt_tokens)
+    agg = per_stream = None
+    if options.concurrency > 1:
+        # every stream reads its own KV cache; on average each is half-way through its context
+        step_t = decode_seconds(sc, placement, depth=ctx // 2, streams=options.concurrency)
+        agg = options.concurrency / step_t
+        per_stream = 1 / step_t
+    return Speed(round(decode, 1), round(prefill, 1), round(at_ctx, 1),
+                 round(agg, 1) if agg else None, round(per_stream, 1) if per_stream else None,
+                 basis=_speed_basis(sc, placement), error_band=band)
+
+
+def _speed_basis(sc: Scenario, placement: Placement) -> str:
+    where = WHERE.get(placement.strategy, placement.strategy)
+    basis = (f"decode: bytes read per token over the memory bandwidth of {where} at the achievable fraction "
+             f"fitted to public llama-bench results; prefill: 2 x active parameters FLOPs per token over dense "
+             f"FP16 tensor throughput at the fitted fraction")
+    if not sc.runtime.speed_fitted:
+        basis += f" (fitted on llama.cpp; {sc.runtime.name} is assumed to reach the same fractions)"
+    if placement.host.weights_bytes and placement.strategy not in ("layer_split", "tensor_parallel"):
+        basis += (f"; the part in system RAM is read at {sc.rig.ram_bandwidth_gb_s:g} GB/s "
+                  f"({sc.rig.ram_bandwidth_basis or 'given'}) at the rulebook's CPU fraction")
+    return basis
+
+
+def _not_applicable(sc: Scenario, placement: Placement) -> Interconnect | None:
+    """The verdict when no link is in play (one GPU, nothing runs, an unknown GPU), else None."""
+    used = [d for d in placement.devices if d.total_bytes > 0]
+    if len(used) < 2:
+        why = "one GPU: nothing crosses a GPU-to-GPU link" if sc.rig.gpus else "no GPU: nothing crosses a GPU link"
+        return Interconnect("not_applicable", 0.0, 1.0, why)
+    if not placement.runs:
+        return Interconnect("not_applicable", 0.0, 1.0, "does not run on this rig, so the link does not matter")
+    if not sc.rig.speed_known:
+        return Interconnect("not_applicable", 0.0, 1.0,
+                            "a GPU is not in the catalog: without its bandwidth and throughput the link's share "
+                            "of the time cannot be estimated")
+    return None
+
+
+def interconnect_verdict(sc: Scenario, placement: Placement) -> Interconnect:
+    """PCIe or NVLink: the same workload's decode and prefill over each, the phase the link matters most in,
+    and the verdict by the rulebook's thresholds (rules/interconnect.toml [verdict])."""
+    na = _not_applicable(sc, placement)
+    if na is not None:
+        return na
+    options, rules = sc.options, sc.rules
+    streams, prompt = options.concurrency, options.prompt_tokens
+    now, nv, pcie = (link_times(sc, placement, prompt, streams, mode=m) for m in ("as_is", "nvlink", "pcie"))
+    assert now is not None and nv is not None and pcie is not None
+    step = spd.decode_step(sc, placement, streams=streams)
+    pre = spd.prefill_time(sc, placement, prompt)
+    # The question is always "PCIe or NVLink": a rig that has NVLink is judged by what it would lose.
+    dec_speedup = (step.total_s + pcie.decode_s) / (step.total_s + nv.decode_s)
+    pre_speedup = (pre.total_s + pcie.prefill_s) / (pre.total_s + nv.prefill_s)
+    dec_now, pre_now = step.total_s + now.decode_s, pre.total_s + now.prefill_s
+    long_prompt = prompt >= int(rules.interconnect.verdict.long_prompt_tokens)
+    phase, speedup, share = "decode", dec_speedup, now.decode_s / dec_now
+    if (long_prompt or streams > 1) and pre_speedup > speedup:
+        phase, speedup, share = "prefill", pre_speedup, now.prefill_s / pre_now
+    v = rules.interconnect.verdict
+    verdict = "needed" if speedup >= float(v.needed_above) else "helps" if speedup >= float(v.helps_above) \
+        else "not_needed"
+    summary = _verdict_summary(sc, placement, (now, pcie), (phase, speedup, share), verdict)
+    details = (
+        ("link", now.link.label),
+        ("decode link time per token", f"{now.decode_s * 1e3:.3f} ms of {dec_now * 1e3:.2f} ms"),
+        ("prefill link time", f"{now.prefill_s * 1e3:.1f} ms of {pre_now * 1e3:.1f} ms for {prompt} tokens"),
+        ("decode speedup, NVLink over PCIe", f"{dec_speedup:.3f}x"),
+        ("prefill speedup, NVLink over PCIe", f"{pre_speedup:.3f}x"),
+    )
+    return Interconnect(verdict, round(share, 4), round(max(speedup, 1.0), 3), summary, details)
+
+
+def _verdict_summary(sc: Scenario, placement: Placement, links: tuple, phase_speedup_share: tuple,
+                     verdict: str) -> str:
+    """The verdict in words: what crosses the link, its share of the time, and what NVLink would change."""
+    (now, pcie), (phase, speedup, share) = links, phase_speedup_share
+    if placement.strategy == "tensor_parallel" and placement.split_kind == "rows":
+        what = f"row split synchronises {split_matrices(sc.model, sc.rules)} split matrix multiplies per token"
+    elif placement.strategy == "tensor_parallel":
+        what = "tensor parallel does 2 all-reduces per layer per token"
+    else:
+        what = (f"layer split moves {sc.model.hidden_size * 4 * sc.options.concurrency / 1024:.0f} KiB per token "
+                f"between your GPUs")
+    if now.link.kind == "network":
+        return (f"{what}: {share:.1%} of the {phase} time on {now.link.label}; NVLink cannot join machines, "
+                f"so the split between them is what matters (see NVL005).")
+    if now.link.kind == "nvlink":
+        return (f"{what}: {share:.1%} of the {phase} time on {now.link.label}; over PCIe ({pcie.link.label}) "
+                f"{phase} would be {speedup:.2f}x slower"
+                + (", so the bridge pays." if verdict != "not_needed" else ", so the bridge changes little."))
+    return (f"{what}: {share:.1%} of the {phase} time on {now.link.label}; "
+            f"NVLink would make {phase} {speedup:.2f}x as fast"
+            + ("." if verdict != "not_needed" else ", so it would change little."))

@@ -1,0 +1,60 @@
+"""How much memory each device lets a runtime use, and whether flash attention is on."""
+
+from __future__ import annotations
+
+from advisor.catalog.rulebook import Rulebook
+from advisor.catalog.types import GIB, RuntimeSpec
+from advisor.engine import memory as mem
+from advisor.engine.options import Options
+from advisor.engine.rig import Rig, gpu_backend
+
+
+def rig_capacities(rig: Rig) -> list[int]:
+    """Each GPU's memory as the runtime reads it (the card's total, or what was free when detected)."""
+    return [g.capacity_bytes for g in rig.gpus]
+
+
+def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: Rulebook, fraction: float | None = None) -> list[int]:
+    """Per GPU: the memory the runtime may use (`fraction` replaces the runtime's own reservation). A
+    runtime whose fraction is of the memory free at start (`fraction_of_free`) takes its CUDA context
+    off the card before the fraction."""
+    caps = []
+    reserved = int(float(rules.memory.discrete_gpu.nvidia_reserved_mib) * mem.MIB)
+    for g in rig.gpus:
+        cap = g.capacity_bytes
+        if g.spec.vendor == "nvidia" and not g.spec.unified_memory and g.capacity_basis == "total":
+            cap -= reserved
+        if g.spec.unified_memory:
+            if g.spec.vendor == "apple":
+                cap = mem.apple_working_set(cap, rules)
+            else:
+                uni = rules.memory.unified
+                reserve = uni.os_reserve_gib.get(g.spec.id, rules.memory.host.os_reserve_gib)
+                cap = max(cap - int(reserve * GIB), 0)
+        share = fraction or runtime.gpu_memory_utilization
+        if runtime.fraction_of_free and not g.spec.unified_memory:
+            cap -= mem.context_bytes(runtime)
+            if rig.nvlink and len(rig.gpus) > 1:
+                cap -= int(runtime.context_mib_nvlink * mem.MIB)
+            cap = max(cap, 0)
+        if share:
+            cap = int(cap * share)
+        caps.append(cap)
+    return caps
+
+
+def host_capacity(rig: Rig, rules: Rulebook) -> int:
+    reserve = int(rules.memory.host.os_reserve_gib * GIB)
+    if rig.unified:
+        # Unified memory: what the GPU holds comes out of the same RAM.
+        return max(rig.ram_bytes - reserve, 0)
+    return max(rig.ram_bytes - reserve, 0)
+
+
+def flash_attention_on(runtime: RuntimeSpec, rig: Rig, options: Options) -> bool:
+    """Whether flash attention is on: as asked, or under `auto` where every device's backend runs it
+    (the runtime declares which: rules/runtimes.toml flash_attention_backends)."""
+    if options.flash_attn in ("on", "off"):
+        return options.flash_attn == "on"
+    backends = {gpu_backend(g.spec) for g in rig.gpus} or {"cpu"}
+    return bool(runtime.flash_attention_backends) and backends <= set(runtime.flash_attention_backends)
