@@ -461,7 +461,8 @@ def _cross_check(tables: dict[str, dict[str, Any]]) -> list[str]:
     for ident, rt in tables["runtime"].items():
         for name, value, allowed in (("compute_buffers", rt.compute_buffers, ("ggml_graph", "activation_peak")),
                                      ("tensor_split", rt.tensor_split, ("heads", "rows", "channels", "meta")),
-                                     ("default_split", rt.default_split, ("layer", "tensor"))):
+                                     ("default_split", rt.default_split, ("layer", "tensor")),
+                                     ("family", rt.family, ("ggml", "paged", "exllama", "torch"))):
             if value not in allowed:
                 problems.append(f"[[runtime]] id={ident!r}: {name} = {value!r} (use one of: {', '.join(allowed)})")
     for ident, preset in tables["preset"].items():

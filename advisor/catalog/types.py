@@ -468,10 +468,11 @@ class RuntimeSpec(Record):
     default_unified_kv: bool = False
     """Sequences share one KV cache (the whole context is every slot's span) unless told otherwise."""
     """Its own fitted fixed costs per token and layer: a table of `[by_runtime]` in rules/speed.toml."""
-    kv_pool: str = ""
-    """`paged`: it gives all memory left after weights, activations and CUDA graphs to one paged KV pool
-    and starts when one request of the full context fits (vLLM, SGLang); empty: it allocates KV cache per
-    sequence slot as asked (llama.cpp `-np`)."""
+    family: str = "ggml"
+    """Its family (advisor/engine/family.py): `ggml` (llama.cpp and the runtimes built on it), `exllama`,
+    `torch` (transformers, MLX) allocate a KV cache slot per sequence as asked (llama.cpp `-np`); `paged`
+    (vLLM, SGLang) gives all memory left after weights, activations and CUDA graphs to one paged KV pool and
+    starts when one request of the full context fits."""
     kv_block_tokens: int = 0
     """Tokens per KV cache page of a paged pool (the pool is a whole number of pages)."""
     cuda_graph_mib: float = 0.0

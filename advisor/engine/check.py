@@ -13,6 +13,7 @@ from advisor.catalog.types import Catalog, ModelSpec, RuntimeSpec
 from advisor.engine import choice as ch
 from advisor.engine.compat import refusal
 from advisor.engine.estimate import decode_seconds, estimate_speed, interconnect_verdict, prefill_seconds
+from advisor.engine.family import family_of
 from advisor.engine.findings import run_rules
 from advisor.engine.launch import launch_for
 from advisor.engine.loaded import LoadedModel
@@ -22,7 +23,6 @@ from advisor.engine.quants import fallback_quant, quant_ladder, resolve_quant
 from advisor.engine.result import Interconnect, Report, SplitChoice, WhatIf
 from advisor.engine.rig import Rig
 from advisor.engine.scenario import Scenario
-from advisor.engine.serving import serve
 from advisor.errors import AdvisorError
 from advisor.record import Record, record
 
@@ -212,9 +212,8 @@ def _answer(pick: Pick, source: str) -> Report:
     placement = placer.at(sc.ctx)
     speed = estimate_speed(sc, placement)
     inter = interconnect_verdict(sc, placement)
-    serving = None
-    if sc.paged and sc.rig.gpus and sc.options.workload == "inference":
-        serving = serve(sc, placement, max_num_seqs=placer.batch_defaults()[1])
+    serving = family_of(sc.runtime).serving(sc, placement, placer)
+    if serving is not None:
         many = sc.options.concurrency > 1
         speed = replace(speed, aggregate_decode_tokens_per_s=serving.aggregate_decode_tokens_per_s if many else None,
                         per_stream_decode_tokens_per_s=serving.per_stream_decode_tokens_per_s if many else None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from advisor.engine import memory as mem
 from advisor.engine import speed as spd
+from advisor.engine.family import family_of
 from advisor.engine.interconnect import link_times, split_matrices
 from advisor.engine.placement import Placement
 from advisor.engine.result import Interconnect, Speed
@@ -28,7 +29,7 @@ def decode_seconds(sc: Scenario, placement: Placement, depth: int, streams: int 
     filled part of the active streams' share, wherever it sits (GPUs or system RAM)."""
     options = sc.options
     per_stream = mem.kv_cells(sc.ctx, sc.runtime, sc.rules)
-    held = 1 if sc.paged else options.concurrency  # sequences whose KV the placement holds
+    held = family_of(sc.runtime).kv_sequences(options)  # sequences whose KV the placement holds
     share = streams * min(depth, per_stream) / (per_stream * held)
     kv = [int(d.kv_cache_bytes * share) for d in placement.devices]
     host_kv = int(placement.host.kv_cache_bytes * share)

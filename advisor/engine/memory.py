@@ -200,7 +200,8 @@ class GraphShape(Record):
     heads_on_device: int | None = None
     """Attention heads on this GPU (tensor parallel); None: all of them."""
     ubatch: int | None = None
-    """Tokens per micro-batch; None: the runtime's default."""
+    """Tokens per micro-batch (its family's, advisor.engine.family micro_batch); None: the runtime's default,
+    capped at the cache's cells."""
     swa_cells: int = 0
     """The span of the sliding-window layers."""
     total_cells: int | None = None
@@ -241,9 +242,7 @@ def compute_buffer_bytes(model: ModelSpec, runtime: RuntimeSpec, g: GraphShape) 
     shapes over context x flash attention x KV type x ubatch x slots (tests/data/llamacpp_oracle.json,
     bench/llamacpp_oracle.py) and the GPU load logs of tests/data/llamacpp_memory_logs.csv.
     """
-    ub = g.ubatch or runtime.ubatch
-    if runtime.kv_pool != "paged":  # a paged runtime profiles its full token budget whatever the context
-        ub = min(ub, max(g.total_cells or g.ctx_cells, 1))
+    ub = g.ubatch or min(runtime.ubatch, max(g.total_cells or g.ctx_cells, 1))
     heads = model.attention_heads if g.heads_on_device is None else g.heads_on_device
     if runtime.compute_buffers != "ggml_graph":
         return int(runtime.compute_fixed_mib * MIB) + _torch_activations(model, runtime, ub, heads, g)

@@ -59,8 +59,3 @@ class Scenario(Record):
 
     def at_context(self, ctx: int) -> Scenario:
         return replace(self, ctx=ctx)
-
-    @property
-    def paged(self) -> bool:
-        """The runtime gives what is left after weights to one paged KV pool (vLLM, SGLang)."""
-        return self.runtime.kv_pool == "paged"

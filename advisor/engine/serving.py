@@ -94,7 +94,7 @@ def _with_speeds(sc: Scenario, placement: Placement, s: Serving, running: int) -
     # (chunked prefill) in the steps the other streams decode: (running - 1) x prompt / output tokens
     # a step on top of the `running` decode tokens (what makes a large batch compute-bound)
     output = max(ctx - options.prompt_tokens, 1)
-    prefill = (running - 1) * min(options.prompt_tokens, ctx) / output if sc.paged else 0.0
+    prefill = (running - 1) * min(options.prompt_tokens, ctx) / output
     step = spd.decode_step(sc, placement, kv_depth_bytes=kv, streams=running, tokens=running + prefill)
     lt_dec = link_times(sc, placement, options.prompt_tokens, running)
     step_s = step.total_s + (lt_dec.decode_s if lt_dec else 0.0)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
+from advisor.engine.placement.base import PlacerBase
 from advisor.engine.placement.records import DeviceUse, Placement
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from advisor.engine.placement.placer import Placer
 
-
-def cpu_only(p: Placer, ctx: int) -> Placement:
+def cpu_only(p: PlacerBase, ctx: int) -> Placement:
     kv = sum(p._kv(ctx))
     host = DeviceUse("cpu", p.rig.cpu or "system RAM", p.layout.total_bytes, kv,
                      p._overhead(ctx, True) + p._vision_on_host(), p.host_cap,

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from advisor.engine.placement.arith import llama_cpp_layer_devices
+from advisor.engine.placement.base import PlacerBase
 from advisor.engine.placement.records import DeviceUse, Placement
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from advisor.engine.placement.placer import Placer
 
-
-def layers(p: Placer, ctx: int, n_gpu_layers: int, cpu_experts: frozenset[int] = frozenset()) -> Placement:
+def layers(p: PlacerBase, ctx: int, n_gpu_layers: int, cpu_experts: frozenset[int] = frozenset()) -> Placement:
     """llama.cpp layer placement with `n_gpu_layers` (n_layer + 1 = everything incl. output); the
     routed experts of the layers in `cpu_experts` stay in system RAM (`-ot blk.N.ffn_.*_exps=CPU`)."""
     n = p.model.layers
@@ -75,7 +72,7 @@ def layers(p: Placer, ctx: int, n_gpu_layers: int, cpu_experts: frozenset[int] =
                      cpu_expert_set=tuple(moved))
 
 
-def offload(p: Placer, ctx: int) -> Placement:
+def offload(p: PlacerBase, ctx: int) -> Placement:
     """Keep as much on the GPUs as fits; the rest runs from system RAM (if the runtime can)."""
     if not p.runtime.supports_cpu_offload:
         best = layers(p, ctx, p.model.layers + 1)
@@ -99,7 +96,7 @@ def offload(p: Placer, ctx: int) -> Placement:
     return p._runs_or_not(best)
 
 
-def fill_experts(p: Placer, ctx: int) -> Placement | None:
+def fill_experts(p: PlacerBase, ctx: int) -> Placement | None:
     """MoE offload as llama.cpp's `--fit` does it: every layer's attention, dense and shared weights
     and its KV cache on its GPU (layers spread by memory or `-ts`), then on every GPU as many of its
     layers' routed experts as fit; the experts of the rest (each GPU's first layers) stay in RAM.

@@ -7,15 +7,12 @@ from fnmatch import fnmatchcase
 from advisor.catalog.types import GIB
 from advisor.engine import memory as mem
 from advisor.engine.placement.arith import _unit_fractions, deal_units
+from advisor.engine.placement.base import PlacerBase
 from advisor.engine.placement.records import DeviceUse, Placement
 from advisor.engine.rig import gpu_backend
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from advisor.engine.placement.placer import Placer
 
-
-def tensor_refusal(p: Placer) -> str:
+def tensor_refusal(p: PlacerBase) -> str:
     """Why the runtime's `--split tensor` refuses this configuration (rules/runtimes.toml tensor_*), or ""."""
     rt, m = p.runtime, p.model
     if p.split_kind != "meta" or len(p.rig.gpus) < 2:
@@ -38,7 +35,7 @@ def tensor_refusal(p: Placer) -> str:
     return ""
 
 
-def meta_split(p: Placer, ctx: int) -> Placement:
+def meta_split(p: PlacerBase, ctx: int) -> Placement:
     """llama.cpp -sm tensor as its meta device allocates it (src/llama-model.cpp
     llama_meta_device_get_split_state, PR #19378; rules/runtimes.toml): in every layer the attention
     matrices go by KV heads (each GPU its KV groups' Q heads and output columns) and the dense and routed-

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from advisor.engine import memory as mem
 from advisor.engine.placement.arith import llama_cpp_layer_devices
+from advisor.engine.placement.base import PlacerBase
 from advisor.engine.placement.records import DeviceUse, Placement
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from advisor.engine.placement.placer import Placer
 
-
-def row_tile(p: Placer) -> list[int]:
+def row_tile(p: PlacerBase) -> list[int]:
     """Each GPU's MMQ tile height, the rows its share of a split matrix is rounded to (rules/memory.toml
     [row_split])."""
     rs = p.rules.memory.row_split
@@ -25,7 +22,7 @@ def row_tile(p: Placer) -> list[int]:
     return out
 
 
-def row_split(p: Placer, ctx: int) -> Placement:
+def row_split(p: PlacerBase, ctx: int) -> Placement:
     """llama.cpp -sm row as its loader places it (src/llama-model.cpp load_tensors, Oct 2024 - Jul 2026):
     the layers go to the GPUs as in a layer split (split points by free memory or -ts), and with each
     layer its KV cache, norms, routed experts (3-D: a split buffer refuses them) and compute; only its

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from advisor.catalog.types import GIB
+from advisor.engine.placement.base import PlacerBase
 from advisor.engine.placement.records import DeviceUse, Placement
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from advisor.engine.placement.placer import Placer
 
-
-def staged(p: Placer, ctx: int) -> Placement:
+def staged(p: PlacerBase, ctx: int) -> Placement:
     """vLLM's layout: `pp` pipeline stages of equal layer counts (vllm/distributed/utils.py
     get_pp_indices: the remainder goes to the stages before the last), each split across `tp` GPUs by
     heads; the embedding sits on the first stage, the output head on the last. Every GPU must hold its

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
+from advisor.engine.placement.base import PlacerBase
 from advisor.engine.placement.records import DeviceUse, Placement
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from advisor.engine.placement.placer import Placer
 
-
-def tensor_parallel(p: Placer, ctx: int) -> Placement:
+def tensor_parallel(p: PlacerBase, ctx: int) -> Placement:
     """Each layer split across all GPUs: by heads (`heads`: the head counts must divide by the GPU count, the KV
     cache is sharded) or by channels in proportion to memory (`channels`)."""
     m, n = p.model, len(p.caps)
