@@ -81,7 +81,7 @@ async def test_gpt_oss_120b_runs_on_a_4090_with_experts_in_ram(catalog):
         view.query_one("#fit-table").move_cursor(row=ids(view).index("gpt-oss-120b"))
         await pilot.pause()
         detail = str(view.query_one("#fit-detail").render())
-        assert f"runs with moe offload at {x.report.speed.decode_tokens_per_s:,.1f} tok/s" in detail and "Max context is for all-on-GPU runs" in detail
+        assert f"runs MoE experts offloaded to system RAM at {x.report.speed.decode_tokens_per_s:,.1f} tok/s" in detail and "Max context is for all-on-GPU runs" in detail
         # every model that runs, in `advisor fit --all` order, no more
         want = [r.model.id for r in rank_models(catalog, main(app).rig, main(app).options()) if r.report.runs]
         assert ids(view) == want
@@ -233,7 +233,7 @@ async def test_e_on_fit_writes_fits_table_and_never_overwrites_unasked(catalog, 
     assert (tmp_path / "advisor-fit.md").read_text() == "mine\n"
     md = (tmp_path / "advisor-fit-2.md").read_text()
     assert md.startswith("What runs on GeForce RTX 4090")
-    assert "| gpt-oss-120b |" in md and "runs with moe offload" in md
+    assert "| gpt-oss-120b |" in md and "runs MoE experts offloaded to system RAM" in md
     assert md.count("\n| ") == len(shown) + 1  # the header and every row shown, as `advisor fit` writes them
     data = json.loads((tmp_path / "advisor-fit.json").read_text())
     assert [r["model"] for r in data] == shown

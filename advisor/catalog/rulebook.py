@@ -124,6 +124,20 @@ class TensorSplitMemoryRules(Record):
 
 
 @record
+class ParametricFormat(Record):
+    """A format whose bits per weight the user names (`--quant exl3-4.0`), rules/memory.toml [parametric]."""
+    __pydantic_config__ = _STRICT
+    min_bpw: float
+    """Lowest average bits per weight of the linear layers its converter takes."""
+    max_bpw: float
+    """Highest."""
+    basis: str
+    """What the number means and where the bounds come from."""
+    head_bits: float | None = None
+    """Bits of the output head when the format quantizes it on its own (None: counted at 16 bits)."""
+
+
+@record
 class MemoryRules(Record):
     __pydantic_config__ = _STRICT
     kv_cache: KvCacheRules
@@ -140,6 +154,8 @@ class MemoryRules(Record):
     """llama.cpp -sm row: how a split matrix's rows are dealt out (rules/memory.toml [row_split])."""
     tensor_split: TensorSplitMemoryRules = TensorSplitMemoryRules(ffn_columns={"default": 128})
     """llama.cpp -sm tensor: the feed-forward column blocks its meta device deals out ([tensor_split])."""
+    parametric: dict[str, ParametricFormat] = field(default_factory=dict)
+    """Formats named by their bits per weight (EXL2, EXL3), by format id ([parametric])."""
 
 
 # --- rules/speed.toml ---------------------------------------------------------------------------

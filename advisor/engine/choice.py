@@ -26,10 +26,9 @@ from advisor.engine.options import DEFAULT_CTX, Options
 from advisor.engine.placement import Placer
 from advisor.engine.quants import resolve_quant
 from advisor.engine.scenario import Scenario
+from advisor.engine.strategies import words_of
 from advisor.record import Record, record
 
-WHERE = {"single_gpu": "GPU", "layer_split": "GPUs", "tensor_parallel": "GPUs", "cpu_offload": "GPU + RAM",
-         "moe_offload": "GPU, experts in RAM", "cpu_only": "RAM", "none": "—"}
 
 
 @record
@@ -155,7 +154,7 @@ def measure(catalog: Catalog, sc: Scenario, q: QuantSpec, kv: str, pol: Policy) 
         s = estimate_speed(at_q, at)
         decode, prefill = s.decode_tokens_per_s, s.prefill_tokens_per_s
     fast = decode is not None and decode >= pol.target_tokens_per_s
-    return Choice(q, kv, at.fits, at.runs, at.strategy, WHERE.get(at.strategy, at.strategy), decode, prefill,
+    return Choice(q, kv, at.fits, at.runs, at.strategy, words_of(at.strategy).where, decode, prefill,
                   quality_loss(catalog, q, kv), not pol.floor.admits(q), fast), p
 
 

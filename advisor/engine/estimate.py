@@ -13,14 +13,7 @@ from advisor.engine.interconnect import link_times, split_matrices
 from advisor.engine.placement import Placement
 from advisor.engine.result import Interconnect, Speed
 from advisor.engine.scenario import Scenario
-
-WHERE = {
-    "single_gpu": "one GPU", "layer_split": "GPUs in turn (layer split)",
-    "tensor_parallel": "GPUs in parallel (tensor parallel)", "cpu_offload": "GPUs plus system RAM",
-    "moe_offload": "GPUs plus experts in system RAM", "cpu_only": "system RAM",
-}
-"""Where a placement strategy's decode reads its bytes, for the speed basis."""
-
+from advisor.engine.strategies import words_of
 
 def decode_seconds(sc: Scenario, placement: Placement, depth: int, streams: int = 1) -> float:
     """Seconds per decode step of `streams` sequences, each with `depth` tokens already in its KV cache.
@@ -69,7 +62,7 @@ def estimate_speed(sc: Scenario, placement: Placement) -> Speed:
 
 
 def _speed_basis(sc: Scenario, placement: Placement) -> str:
-    where = WHERE.get(placement.strategy, placement.strategy)
+    where = words_of(placement.strategy).reads
     basis = (f"decode: bytes read per token over the memory bandwidth of {where} at the achievable fraction "
              f"fitted to public llama-bench results; prefill: 2 x active parameters FLOPs per token over dense "
              f"FP16 tensor throughput at the fitted fraction")

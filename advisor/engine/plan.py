@@ -27,6 +27,7 @@ from advisor.engine.placement import Placer
 from advisor.engine.quants import fallback_quant, resolve_quant
 from advisor.engine.rig import MAX_RIG_GPUS, rig_of
 from advisor.engine.scenario import Scenario
+from advisor.engine.strategies import words_of
 from advisor.errors import AdvisorError
 
 MAX_PLAN_GPUS = 16
@@ -306,7 +307,7 @@ def _priced(shop: _Shop, cand: _Candidate, strategy: str) -> tuple[float, list[s
     if cand.nvlink:
         basis.append(f"NVLink bridge ${bridge:,.0f} ({shop.rules.nvlink_bridge_basis})")
     label = " + ".join(f"{n}× {s.name}" for n, s in parts)
-    mode = strategy.replace('_', ' ')
+    mode = words_of(strategy).words
     if cand.on_host:
         cost += float(host.usd)
         basis.append(f"{host.name} ${float(host.usd):,.0f} ({host.date}, rules/plan.toml [moe_host])")

@@ -8,33 +8,22 @@ from advisor.catalog.resolve import resolve
 from advisor.catalog.types import Catalog, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.errors import AdvisorError
 
-_EXL = re.compile(r"^(exl[23])-(\d+(?:\.\d+)?)$", re.IGNORECASE)
-# The parametric formats: (lowest and highest bits per weight of the linear layers, bits of the output head
-# when the format quantizes it on its own, what the number means).
-_EXL_FORMATS = {
-    "exl2": (1.0, 8.5, None, "EXL2 targets this average bits per weight over the linear layers; the "
-                             "embedding stays 16-bit (the head is 6-bit by default: 16 is the safe side)"),
-    # turboderp-org/exllamav3 exllamav3/conversion/convert_model.py @4f8ad01: -b/--bits from 1 to 8 (line 138),
-    # -hb/--head_bits "default: 6" (line 37); the embedding, norms and MoE router gates stay 16-bit (Embedding
-    # has no quantization map; block_sparse_mlp.py builds the routing gate with qmap = None).
-    "exl3": (1.0, 8.0, 6.0, "EXL3 (QTIP trellis) quantizes the linear layers to this average bits per weight "
-                            "and the output head to --head_bits (6 by default); the embedding, norms and MoE "
-                            "router gates stay 16-bit (turboderp-org/exllamav3 convert_model.py @4f8ad01)"),
-}
+_PARAMETRIC = re.compile(r"^([a-z0-9]+)-(\d+(?:\.\d+)?)$", re.IGNORECASE)
 
 
 def resolve_quant(catalog: Catalog, text: str) -> QuantSpec:
-    """A quant id (case-insensitive), or `exl2-<bpw>` / `exl3-<bpw>` synthesised from its bits per weight."""
-    m = _EXL.match(text.strip())
-    if m:
-        fmt = m.group(1).lower()
-        lo, hi, head, basis = _EXL_FORMATS[fmt]
-        bpw = float(m.group(2))
-        if not lo <= bpw <= hi:
-            raise AdvisorError(f"--quant {text!r}: {fmt.upper()} bits per weight must be {lo:g} to {hi:g}")
-        return QuantSpec(id=f"{fmt}-{m.group(2)}", format=fmt, bits_per_weight=bpw, bpw_basis=basis,
-                         runtimes=tuple(r.id for r in catalog.runtimes.values() if fmt in r.formats),
-                         kernel=fmt, linear_bits=bpw, embed_bits=16.0, head_bits=head)
+    """A quant id (case-insensitive), or `<format>-<bpw>` of a format named by its bits per weight
+    (rules/memory.toml [parametric]: `exl2-4.65`, `exl3-4.0`) synthesised from them."""
+    m = _PARAMETRIC.match(text.strip())
+    fmt = catalog.rules.memory.parametric.get(m.group(1).lower()) if m else None
+    if fmt is not None:
+        name, bpw = m.group(1).lower(), float(m.group(2))
+        if not fmt.min_bpw <= bpw <= fmt.max_bpw:
+            raise AdvisorError(f"--quant {text!r}: {name.upper()} bits per weight must be {fmt.min_bpw:g} to "
+                               f"{fmt.max_bpw:g}")
+        return QuantSpec(id=f"{name}-{m.group(2)}", format=name, bits_per_weight=bpw, bpw_basis=fmt.basis,
+                         runtimes=tuple(r.id for r in catalog.runtimes.values() if name in r.formats),
+                         kernel=name, linear_bits=bpw, embed_bits=16.0, head_bits=fmt.head_bits)
     by_lower = {q.lower(): q for q in catalog.quants}
     key = text.strip().lower()
     if key in by_lower:

@@ -15,6 +15,7 @@ from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import Catalog, ModelSpec
 from advisor.engine.check import evaluate
 from advisor.engine.options import Options
+from advisor.engine.strategies import words_of
 from advisor.engine.result import Report
 from advisor.engine.rig import Rig
 
@@ -53,7 +54,7 @@ def rank_models(catalog: Catalog, rig: Rig, options: Options, models: list[Model
         elif r.runs and rig.is_cpu_only:
             note = f"{r.quant.id} on the CPU at {r.speed.decode_tokens_per_s or 0:.1f} tok/s"
         elif r.runs:
-            note = f"does not fit on the GPUs; runs with {r.placement.strategy.replace('_', ' ')} at " \
+            note = f"does not fit on the GPUs; runs {words_of(r.placement.strategy).words} at " \
                    f"{r.speed.decode_tokens_per_s or 0:.1f} tok/s"
         else:
             note = f"does not run: {r.placement.problem or 'too large for this rig'}"

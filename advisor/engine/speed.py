@@ -24,6 +24,7 @@ from advisor.engine.placement import Placement
 from advisor.engine.result import ErrorBand
 from advisor.engine.rig import Rig, gpu_backend
 from advisor.engine.scenario import Scenario
+from advisor.engine.strategies import words_of
 
 
 @record
@@ -43,8 +44,6 @@ def backend_of(gpu: GpuSpec, runtime: RuntimeSpec) -> str:
     return gpu_backend(gpu)
 
 
-PLACEMENT_KINDS = {"single_gpu": "one GPU", "layer_split": "layer split", "tensor_parallel": "tensor parallel",
-                   "cpu_offload": "GPU + system RAM", "moe_offload": "MoE experts in RAM"}
 VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "apple": "Apple", "intel": "Intel"}
 
 
@@ -57,7 +56,7 @@ def answer_kind(placement: Placement, rig: Rig, model: ModelSpec, runtime: Runti
     who = runtime.speed_kind or "unmeasured runtime"
     if placement.strategy == "cpu_only" or not rig.gpus:
         return f"{who}, CPU only"
-    where = PLACEMENT_KINDS.get(placement.strategy, placement.strategy)
+    where = words_of(placement.strategy).kind
     if placement.strategy == "tensor_parallel" and placement.split_kind == "meta":
         where = "tensor parallel (-sm tensor)"  # llama.cpp's meta device, not its row split
     if model.is_moe and placement.strategy in ("single_gpu", "layer_split", "tensor_parallel"):

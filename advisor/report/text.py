@@ -8,12 +8,8 @@ import sys
 from advisor.record import Record, record
 from advisor.catalog.types import GIB
 from advisor.engine.result import Report
+from advisor.engine.strategies import words_of
 
-STRATEGY_WORDS = {
-    "single_gpu": "one GPU", "layer_split": "layer split across GPUs", "tensor_parallel": "tensor parallel",
-    "cpu_offload": "partly offloaded to system RAM", "moe_offload": "MoE experts offloaded to system RAM",
-    "cpu_only": "CPU only", "none": "does not run",
-}
 
 
 @record
@@ -101,7 +97,7 @@ def document(r: Report) -> list[Section]:
     secs.append(Section("Answer", (
         ("fits in GPU memory", "yes" if r.fits else "no"),
         ("runs", "yes" if r.runs else "no"),
-        ("placement", STRATEGY_WORDS.get(p.strategy, p.strategy) + (f" ({p.gpu_layers}/{r.model.layers} layers on GPU)"
+        ("placement", words_of(p.strategy).words + (f" ({p.gpu_layers}/{r.model.layers} layers on GPU)"
                                                                     if p.strategy == "cpu_offload" else "")),
         ("quantization", r.quant.id + quant_note),
         ("model from", r.model_source),

@@ -18,11 +18,9 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Select, Static
 
 from advisor.engine.rank import TIER_WORDS, Ranked
+from advisor.engine.strategies import words_of
 from advisor.tui.widgets.field import Field, parse_amount
 
-# The placement strategy (advisor.engine.placement) as the run mode a self-hoster reads.
-RUN_MODES = {"single_gpu": "GPU", "layer_split": "GPUs", "tensor_parallel": "GPUs", "moe_offload": "experts in RAM",
-             "cpu_offload": "layers in RAM", "cpu_only": "CPU", "none": "does not run"}
 # Quality tiers (advisor.engine.rank.TIER_WORDS) in at most 9 columns, for 80-column terminals.
 TIER_SHORT = ("≈lossless", "good", "usable", "steep", "no fit")
 
@@ -106,8 +104,8 @@ COLUMNS = (
     Column("prefill", "prefill tok/s", "pp/s", lambda x: x.report.speed.prefill_tokens_per_s or 0,
            lambda x, n: _pp(x.report.speed.prefill_tokens_per_s, n) if x.report.runs else "—", numeric=True),
     Column("max_context", "max context", "ctx", lambda x: x.report.max_context_tokens, _max_ctx, numeric=True),
-    Column("run_mode", "run mode", "runs on", lambda x: RUN_MODES.get(x.report.placement.strategy, ""),
-           lambda x, n: RUN_MODES.get(x.report.placement.strategy, x.report.placement.strategy)),
+    Column("run_mode", "run mode", "runs on", lambda x: words_of(x.report.placement.strategy).run_mode,
+           lambda x, n: words_of(x.report.placement.strategy).run_mode),
 )
 BY_KEY = {c.key: c for c in COLUMNS}
 # `s` cycles through these sort orders; "rank" is `advisor fit`'s order (best first).
