@@ -278,6 +278,10 @@ class VerdictRules(Record):
     """NVLink speedup from which the verdict is `helps`."""
     needed_above: float
     """NVLink speedup from which the verdict is `needed`."""
+    same_speed_within: float = 0.05
+    """Two splits whose decode differs by less than this fraction 'decode about as fast' (SPL002)."""
+    link_matters_above: float = 1.01
+    """A faster link that changes a step by less than this factor 'would change little' (SPL002)."""
 
 
 @record

@@ -365,15 +365,16 @@ def spl002_split_choice(r: Report, c: Catalog) -> Iterator[Said]:
         return
     dec = tensor.decode_tokens_per_s / layer.decode_tokens_per_s
     pre = (tensor.prefill_tokens_per_s or 0) / (layer.prefill_tokens_per_s or 1)
-    if tensor.nvlink_speedup < 1.01:
+    v = c.rules.interconnect.verdict
+    if tensor.nvlink_speedup < v.link_matters_above:
         nv = "; a faster link would change little"
     elif r.rig.nvlink:
         nv = f"; over PCIe instead of NVLink its step would be {tensor.nvlink_speedup:.3f}x as slow"
     else:
         nv = f"; NVLink would make its step {tensor.nvlink_speedup:.3f}x as fast"
-    if dec >= 1.05:
+    if dec >= 1 + v.same_speed_within:
         verdict = f"tensor parallel pays for one stream here ({dec:.2f}x the decode)"
-    elif dec > 0.95:
+    elif dec > 1 - v.same_speed_within:
         verdict = "tensor parallel decodes about as fast as the layer split here"
     else:
         verdict = "the layer split decodes faster here"
