@@ -221,6 +221,7 @@ def _answer(pick: Pick, source: str) -> Report:
                   split=placer.split if len(sc.rig.gpus) > 1 else sc.runtime.default_split,
                   context_tokens=sc.ctx, options=sc.options, rig=sc.rig, placement=placement,
                   kv_cache_bytes=sum(placer.kv_per_layer(sc.ctx)), max_context_tokens=placer.max_context(),
+                  max_context_limit=placer.context_limit,
                   speed=speed, interconnect=inter, findings=(), model_source=source, serving=serving,
                   vision=placer.vision)
 

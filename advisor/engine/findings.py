@@ -208,10 +208,11 @@ def ctx001_capped(r: Report, c: Catalog) -> Iterator[Said]:
 
 @rule("CTX002")
 def ctx002_context_limited(r: Report, c: Catalog) -> Iterator[Said]:
-    """It fits, but not at the model's full context: say the most that fits."""
-    if r.runs and not r.fits and r.max_context_tokens:
-        yield ("info",
-                      f"it would fit fully on the GPUs at up to {ktok(r.max_context_tokens)} tokens of context.")
+    """It does not fit at the asked context but would fully on the GPUs at a shorter one: say the most that fits.
+    Silent where the largest context measured is the one that runs (no GPU, or a placement the command line
+    fixed with -ngl or -ot), which says nothing of fitting on the GPUs."""
+    if r.runs and not r.fits and r.max_context_tokens and r.max_context_limit == "fits":
+        yield ("info", f"it would fit fully on the GPUs at up to {ktok(r.max_context_tokens)} tokens of context.")
 
 
 @rule("QNT001")

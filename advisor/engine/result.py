@@ -229,6 +229,7 @@ class Report(Record):
     placement: Placement
     kv_cache_bytes: int
     max_context_tokens: int
+    """The largest context that fits fully on the GPUs (or that runs: `max_context_limit`)."""
     speed: Speed
     interconnect: Interconnect
     findings: tuple[Finding, ...]
@@ -252,6 +253,9 @@ class Report(Record):
     """Why the runtime cannot run this model on these GPUs at all (compatibility rules), or empty."""
     vision: VisionUse | None = None
     """The vision tower this answer loads (llama.cpp's --mmproj, vLLM's encoder), and what it costs."""
+    max_context_limit: str = "fits"
+    """What `max_context_tokens` measures: `fits` (fully on the GPUs) or `runs` (no GPU, or a placement the
+    command line fixed: the largest context that still runs so)."""
     what_if: WhatIf | None = None
     """The answer with a q8_0 KV cache where an f16 one leaves context on the table or does not fit."""
 

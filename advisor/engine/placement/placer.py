@@ -50,13 +50,18 @@ class Placer(PlacerBase):
             return placement
         return layer_split.offload(self, ctx)
 
-    def max_context(self) -> int:
-        """The largest context (multiple of 256, up to the model's maximum) that still fits fully
-        (on a CPU-only rig: that still runs from system RAM)."""
-        limit = self.model.max_context
-        # no GPU, or a placement the command line fixed (-ngl, -ot): the largest context that still runs so
+    @property
+    def context_limit(self) -> str:
+        """What `max_context` measures: `fits` (fully on the GPUs), or `runs` where that is the question (no GPU,
+        or a placement the command line fixed with -ngl or -ot: the largest context that still runs so)."""
         explicit = self.options.n_gpu_layers is not None or self.options.cpu_expert_layers is not None
-        ok = (lambda p: p.runs) if self.rig.is_cpu_only or explicit else (lambda p: p.fits)
+        return "runs" if self.rig.is_cpu_only or explicit else "fits"
+
+    def max_context(self) -> int:
+        """The largest context (multiple of 256, up to the model's maximum) that still fits fully, or that still
+        runs where `context_limit` says so."""
+        limit = self.model.max_context
+        ok = (lambda p: p.runs) if self.context_limit == "runs" else (lambda p: p.fits)
         if not ok(self.at(256)):
             return 0
         if ok(self.at(limit)):
