@@ -385,6 +385,11 @@ class RuntimeSpec(Record):
     """It can split each layer across GPUs."""
     supports_cpu_offload: bool = True
     """It can keep part of the weights in system RAM."""
+    offloads_experts: bool = True
+    """A MoE model that does not fit keeps every layer's attention on the GPUs and moves routed experts to system
+    RAM (llama.cpp's --fit); False: it moves whole layers, attention and experts together (Ollama)."""
+    offload_basis: str = ""
+    """Where `offloads_experts` comes from."""
     vendors: tuple[str, ...] = ("nvidia", "amd", "intel", "apple")
     """GPU vendors it runs on."""
     backends: tuple[str, ...] = ()

@@ -79,7 +79,7 @@ def offload(p: PlacerBase, ctx: int) -> Placement:
         return Placement(best.strategy, best.devices, best.host, fits=False, runs=False,
                          gpu_layers=best.gpu_layers,
                          problem=f"{p.runtime.name} cannot offload to system RAM and the GPUs are too small")
-    if p.model.is_moe:
+    if p.model.is_moe and p.runtime.offloads_experts:
         best = fill_experts(p, ctx)
         if best is not None:
             return p._runs_or_not(best)
