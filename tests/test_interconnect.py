@@ -143,3 +143,14 @@ def test_gpus_across_cpu_sockets_get_a_slower_link(catalog):
     far = gpu_link(_replace(rig, topology=(("X", "SYS"), ("SYS", "X"))), 0, 1, catalog.rules)
     assert near.kind == "pcie_p2p" and far.kind == "pcie_host" and far.gb_s < near.gb_s
     assert "sockets" in far.label
+
+
+def test_cpu_offload_copies_do_not_ride_nvlink(catalog):
+    """FSDP with CPU offload copies each GPU's shard from system RAM over its own PCIe link before the layers are
+    gathered between the GPUs: NVLink speeds up the gather only, so it buys less than for the same sharding
+    without offload (issue 26: offload claimed the whole transfer as NVLink's gain)."""
+    off = verdict(catalog, "llama-3.1-70b", ["2xrtx-3090"], workload="qlora", sharding="fsdp-offload")
+    full = verdict(catalog, "llama-3.1-70b", ["2xrtx-3090"], workload="qlora", sharding="fsdp")
+    assert off.training.sharding == "offload" and full.training.sharding == "zero3"
+    assert 1.0 < off.interconnect.nvlink_speedup < full.interconnect.nvlink_speedup
+    assert "copies the shards from system RAM" in off.interconnect.summary

@@ -19,11 +19,12 @@ from __future__ import annotations
 from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import GIB, Catalog, ModelSpec
 from advisor.engine import memory as mem
-from advisor.engine.interconnect import slowest_link
+from advisor.engine.interconnect import Link, slowest_link
 from advisor.engine.options import Options
 from advisor.engine.placement import host_capacity, usable_capacity
 from advisor.engine.result import Interconnect, Training
 from advisor.engine.rig import Rig
+from advisor.engine.speed import pcie_gb_s
 from advisor.errors import AdvisorError
 from advisor.record import Record, record
 
@@ -156,7 +157,7 @@ def estimate_training(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opt
     if not fits and n > 1 and offload_gpu <= cap and host_need > host_cap:
         note = (f"FSDP with CPU offload would fit the GPUs ({offload_gpu / GIB:.1f} GiB each) but keeps "
                 f"{host_need / GIB:.1f} GiB of shards in system RAM, and {host_cap / GIB:.1f} GiB is usable (--ram)")
-    compute, comm, tps = _step(rig, model, options, (strategy, t.trainable, t.weights), rules)
+    compute, comm, tps = _step(rig, model, options, (stage, t.trainable, t.weights), rules)
     sharded = {"single": "", "ddp": "", "zero1": "/N", "zero2": "/N", "zero3": "/N", "offload": " in RAM"}[stage]
     basis = (f"memory: weights, gradients{sharded}, optimizer state{sharded} and activations per rules/training.toml "
              f"(held to Answer.AI's FSDP+QLoRA and Unsloth's published figures, tests/data/training_memory.csv); "
@@ -206,21 +207,39 @@ def _assumptions(options: Options, t: _Tensors, strategy: str, offloaded: int,
     )
 
 
+def host_link(rig: Rig, rules: Rulebook) -> Link:
+    """The slowest GPU's own PCIe link to system RAM (host-to-device copies run at the link's rate)."""
+    gen = min(g.pcie_gen or g.spec.pcie_gen or 3 for g in rig.gpus)
+    lanes = min(g.pcie_lanes or g.spec.pcie_lanes or 16 for g in rig.gpus)
+    return Link("pcie_host", pcie_gb_s(gen, lanes, rules), float(rules.interconnect.allreduce.latency_us["pcie_host"]),
+                f"PCIe {gen}.0 x{lanes} to system RAM")
+
+
+def offload_seconds(rig: Rig, model: ModelSpec, weights: int, rules: Rulebook) -> float:
+    """FSDP's CPU offload: each GPU copies its shard of the weights from system RAM before the forward and the
+    backward gather (2 x weights / N) over its own PCIe link, all GPUs at once; no GPU-to-GPU link carries it."""
+    link, n = host_link(rig, rules), max(len(rig.gpus), 1)
+    return 2 * weights / n / (link.gb_s * 1e9) + 2 * model.layers * link.latency_us * 1e-6
+
+
 def _comm_seconds(rig: Rig, model: ModelSpec, options: Options, traffic: tuple[str, int, int], rules: Rulebook,
                   mode: str) -> float:
-    """Seconds of a step on the slowest GPU link; `traffic`: (strategy, trainable parameters, weight bytes)."""
-    strategy, trainable, weights = traffic
+    """Seconds of a step on the links; `traffic`: (sharding stage, trainable parameters, weight bytes). With CPU
+    offload the shards also cross each GPU's own host link (offload_seconds), which `mode` does not change."""
+    stage, trainable, weights = traffic
     n = len(rig.gpus)
     if n < 2:
         return 0.0
+    if stage == "offload":
+        return offload_seconds(rig, model, weights, rules) + _comm_seconds(rig, model, options,
+                                                                            ("zero3", trainable, weights), rules, mode)
     link = slowest_link(rig, list(range(n)), rules, mode)
     assert link is not None
     ring = 2 * (n - 1) / n
-    if strategy.startswith(("DDP", "ZeRO")):
+    if stage in ("ddp", "zero1", "zero2"):
         volume = ring * trainable * 2
         calls = 1
-    elif strategy.startswith("FSDP"):  # FSDP, FSDP+QLoRA: the (quantized) weights gathered per layer, twice
-        # (with CPU offload they come over each GPU's host link instead: the same volume, a slower link)
+    elif stage == "zero3":  # FSDP, FSDP+QLoRA: the (quantized) weights gathered per layer, twice
         volume = 1.5 * ring * weights
         calls = 3 * model.layers
     else:  # layer split: activations forward and their gradients backward at each boundary
@@ -236,7 +255,7 @@ def training_verdict(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opti
     if tr.step_compute_s is None or tr.step_comm_s is None:
         return Interconnect("not_applicable", 0.0, 1.0, "speed of these GPUs is unknown")
     trainable = tr.trainable_params
-    traffic = (tr.strategy, trainable, tr.weights_bytes)
+    traffic = (tr.sharding, trainable, tr.weights_bytes)
     nv = _comm_seconds(rig, model, options, traffic, rules, mode="nvlink")
     pcie = _comm_seconds(rig, model, options, traffic, rules, mode="pcie")
     without, with_nv = tr.step_compute_s + pcie, tr.step_compute_s + nv
@@ -248,6 +267,10 @@ def training_verdict(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opti
     have = " (which this rig has)" if rig.nvlink else ""
     summary = (f"{options.workload} with {tr.strategy}: {pcie:.2f} s of each {without:.2f} s step is communication "
                f"over PCIe; with NVLink{have} a step takes {with_nv:.2f} s ({speedup:.2f}x).")
+    if tr.sharding == "offload":
+        host = offload_seconds(rig, model, tr.weights_bytes, rules)
+        summary += (f" Of that, {host:.2f} s copies the shards from system RAM over each GPU's own PCIe link, which "
+                    f"NVLink does not carry.")
     details = (("strategy", tr.strategy), ("step compute", f"{tr.step_compute_s:.3f} s"),
                ("step communication over PCIe", f"{pcie:.3f} s"), ("with NVLink", f"{nv:.3f} s"))
     return Interconnect(verdict, round(share, 4), round(max(speedup, 1.0), 3), summary, details)
