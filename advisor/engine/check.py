@@ -202,7 +202,7 @@ def _choose(catalog: Catalog, sc: Scenario, table: bool) -> Pick:
                          if not refusal(catalog, runtime, rig, model, q)), fallback)
     decision = ch.choose(catalog, sc, ladder, fallback, table=table)
     placer = decision.placer or Placer(sc.with_quant(fallback))
-    chosen = placer.scenario.with_options(kv_type=decision.kv_type).at_context(sc.ctx)
+    chosen = placer.scenario.derive(ctx=sc.ctx, kv_type=decision.kv_type)
     return Pick(chosen, placer, True, decision.choices, decision.why, decision.policy)
 
 

@@ -146,7 +146,7 @@ def quality_loss(catalog: Catalog, q: QuantSpec, kv_type: str) -> float | None:
 
 def measure(catalog: Catalog, sc: Scenario, q: QuantSpec, kv: str, pol: Policy) -> tuple[Choice, Placer]:
     """One row of the trade-off table: `q` with a `kv` cache at the policy's context, placed and timed."""
-    at_q = sc.with_quant(q).with_options(kv_type=kv).at_context(pol.target_context)
+    at_q = sc.derive(quant=q, ctx=pol.target_context, kv_type=kv)
     p = Placer(at_q)
     at = p.at(pol.target_context)
     decode = prefill = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import NamedTuple
 
 from advisor.record import Record, record
 from advisor.catalog.rulebook import Rulebook
@@ -188,9 +189,9 @@ def _is_swa_layer(model: ModelSpec, il: int) -> bool:
     return int((il + 1) / ratio) == int(il / ratio)
 
 
-@record
-class GraphShape(Record):
-    """What one GPU's compute graph is reserved for: the batch, the spans attention reads, what the GPU holds."""
+class GraphShape(NamedTuple):
+    """What one GPU's compute graph is reserved for: the batch, the spans attention reads, what the GPU holds.
+    (A named tuple: one is built per GPU per placement tried, thousands per answer.)"""
 
     ctx_cells: int
     """The span one sequence's attention reads."""

@@ -46,16 +46,26 @@ class Scenario(Record):
         ctx = min(options.ctx or DEFAULT_CTX, model.max_context)
         return cls(model, quant, runtime, rig, options, rules, ctx, mem.weights_layout(model, quant))
 
+    def derive(self, quant: QuantSpec | None = None, ctx: int | None = None, **options) -> Scenario:
+        """The same scenario at another quantization (with the catalog's layout for it; the same quantization
+        keeps its layout, so a model file's own bytes stay), context, or settings; one new value either way
+        (the automatic choice derives thousands)."""
+        changes: dict = {}
+        if quant is not None and quant is not self.quant and quant.id != self.quant.id:
+            changes.update(quant=quant, layout=mem.weights_layout(self.model, quant), file_layout=False)
+        if ctx is not None:
+            changes["ctx"] = ctx
+        if options:
+            changes["options"] = replace(self.options, **options)
+        return replace(self, **changes) if changes else self
+
     def with_options(self, **changes) -> Scenario:
         """The same scenario with some settings changed (layout, quantization and context kept)."""
-        return replace(self, options=replace(self.options, **changes))
+        return self.derive(**changes)
 
     def with_quant(self, quant: QuantSpec) -> Scenario:
-        """The same scenario at another quantization, with the catalog's layout for it (the same quantization
-        keeps its layout: a model file's own bytes stay)."""
-        if quant == self.quant:
-            return self
-        return replace(self, quant=quant, layout=mem.weights_layout(self.model, quant), file_layout=False)
+        """The same scenario at another quantization (see `derive`)."""
+        return self.derive(quant=quant)
 
     def at_context(self, ctx: int) -> Scenario:
-        return replace(self, ctx=ctx)
+        return self.derive(ctx=ctx)
