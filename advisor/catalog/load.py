@@ -159,7 +159,9 @@ def as_dict(obj: Any) -> dict[str, Any]:
 
 
 # Plausible ranges for the numbers an entry may carry: a user file with `layers = 1e12` or a
-# negative bandwidth is refused at load time instead of stalling or dividing by zero later.
+# negative bandwidth is refused at load time instead of stalling or dividing by zero later. A key is a
+# field name, or `Type.field` where one field name means different things in different records (the
+# qualified key wins); each key is written once (tests/test_catalog_bounds.py reads this table's source).
 BOUNDS: dict[str, tuple[float, float]] = {
     "vram_gib": (0.001, 65536), "memory_bandwidth_gb_s": (0.001, 1e6), "fp16_tflops": (0.001, 1e6),
     "power_w": (0, 1e5), "pcie_gen": (1, 7), "pcie_lanes": (1, 32), "usd": (0, 1e8), "gb_s": (0, 1e5),
@@ -173,7 +175,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "group_count": (0, 1e5), "global_kv_heads": (0, 1e5), "global_head_dim": (0, 1e5),
     "per_layer_embed_params": (0, 1e12), "indexer_head_dim": (0, 1e5), "mtp_layers": (0, 64), "indexer_ratio": (1, 1e6),
     "vision_params": (0, 1e12), "expert_matrices": (1, 4), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64), "head_bits": (0.5, 64),
-    "kld": (0, 100), "context_mib": (0, 1e6), "ubatch": (1, 1e6), "compute_fixed_mib": (0, 1e6), "reserve_mib_other_gpus": (0, 1e6), "max_gpus": (0, 1024),
+    "kld": (0, 100), "context_mib": (0, 1e6), "ubatch": (1, 1e6), "compute_fixed_mib": (0, 1e6), "reserve_mib_other_gpus": (0, 1e6),
+    "RuntimeSpec.max_gpus": (0, 1024),  # 0: any number (a platform's or an NVLink domain's needs at least 1)
     "gpu_memory_utilization": (0, 1), "ram_gib": (0.001, 65536), "kv_pad_cells": (0, 1e6),
     # the rulebook
     "efficiency": (0, 1), "cpu_efficiency": (0, 1), "attention_efficiency": (0, 1), "mfu": (0, 1),
@@ -192,8 +195,9 @@ def out_of_bounds(obj: Any, prefix: str = "") -> list[str]:
         value = getattr(obj, f.name)
         if is_dataclass(value):
             problems += out_of_bounds(value, f"{prefix}{f.name}.")
-        elif f.name in BOUNDS and isinstance(value, (int, float)) and not isinstance(value, bool):
-            lo, hi = BOUNDS[f.name]
+        elif (bounds := BOUNDS.get(f"{type(obj).__name__}.{f.name}", BOUNDS.get(f.name))) is not None \
+                and isinstance(value, (int, float)) and not isinstance(value, bool):
+            lo, hi = bounds
             if not lo <= value <= hi:
                 problems.append(f"{prefix}{f.name} = {value!r} is out of range ({lo:g} to {hi:g})")
     if not prefix and getattr(obj, "kv_heads", 0) > getattr(obj, "attention_heads", 1 << 62):
