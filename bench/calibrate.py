@@ -24,7 +24,7 @@ import re
 import statistics
 import sys
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measurements import ROOT, SPEED_DATASETS, Case, is_heldout, load_cases, placer_for  # noqa: E402
 
 from advisor.catalog.load import load_catalog  # noqa: E402
-from advisor.catalog.rulebook import build_rulebook, rulebook_to_dict  # noqa: E402
+from advisor.catalog.rulebook import build_rulebook, rulebook_to_dict, with_speed  # noqa: E402
 from advisor.engine import estimate  # noqa: E402
 from advisor.engine import memory as mem  # noqa: E402
 from advisor.engine import speed as spd  # noqa: E402
@@ -134,11 +134,11 @@ def build_rows(cases: list[Case] | None = None, offload: bool = False) -> list[R
         if c.test == "tg":
             # llama-bench tg N generates N tokens from an empty cache (a held-out row may start at `depth`):
             # on average half-way deep.
-            run = (lambda s, pl, depth: lambda rules: decode_seconds(replace(s, rules=rules), pl, depth=depth))(
+            run = (lambda s, pl, depth: lambda rules: decode_seconds(s.with_rules(rules), pl, depth=depth))(
                 sc, p, c.depth + c.n_gen // 2)
             measured = 1 / c.measured
         else:
-            run = (lambda s, pl, n: lambda rules: prefill_seconds(replace(s, rules=rules), pl, n))(sc, p, c.n_prompt)
+            run = (lambda s, pl, n: lambda rules: prefill_seconds(s.with_rules(rules), pl, n))(sc, p, c.n_prompt)
             measured = c.n_prompt / c.measured
         rows.append(Row(c, c.test, g.arch, placer.quant.kernel, spd.backend_of(g, placer.runtime), measured, run,
                         spd.answer_kind(p, placer.rig, placer.model, placer.runtime), naive))
@@ -149,9 +149,10 @@ def _err(row: Row, book) -> float:
     return abs(math.log(row.run(book) / row.measured_s))
 
 
-def loss(rows: list[Row], rules: dict) -> float:
-    """Mean |log error| under a rulebook given as the plain dict its TOML parses to."""
-    book = build_rulebook(rules)
+def loss(rows: list[Row], rules: dict, base=None) -> float:
+    """Mean |log error| under a rulebook given as the plain dict its TOML parses to (`base`: that rulebook built
+    once, of which only the speed tables change)."""
+    book = with_speed(base, rules["speed"]) if base is not None else build_rulebook(rules)
     return sum(_err(r, book) for r in rows) / max(len(rows), 1)
 
 
@@ -190,7 +191,7 @@ def fit(rows: list[Row], test: str, rules: dict, quiet: bool = False) -> dict:
     keys = [("arch_efficiency", k) for k in archs] + [("kernel_factor", k) for k in kernels]
     keys += [("per_layer_us", k) for k in backends]
     keys += [("per_token_us", None)] if test == "tg" else [("attention_efficiency", None)]
-    book = build_rulebook(rules)
+    base = book = build_rulebook(rules)  # the fit changes the speed tables only: the rest is built once
     errs = [_err(r, book) for r in rows]
     best = sum(errs)
     step = 0.4
@@ -209,7 +210,7 @@ def fit(rows: list[Row], test: str, rules: dict, quiet: bool = False) -> dict:
                     sec[table] = new
                 else:
                     sec[table][key] = new
-                trial_errs, book = list(errs), build_rulebook(rules)
+                trial_errs, book = list(errs), with_speed(base, rules["speed"])
                 for i in touched:
                     trial_errs[i] = _err(rows[i], book)
                 trial = sum(trial_errs)
@@ -242,11 +243,11 @@ def fit_runtime(rows: list[Row], runtime: str, rules: dict, quiet: bool = False)
         return None
     rules = copy.deepcopy(rules)
     table = rules["speed"].setdefault("by_runtime", {})
-    best, best_loss = None, float("inf")
+    best, best_loss, base = None, float("inf"), build_rulebook(rules)
     for token in range(0, 2001, 50):
         for layer in range(0, 121, 4):
             table[runtime] = {"per_token_us": float(token), "per_layer_us": float(layer)}
-            trial = loss(rows, rules)
+            trial = loss(rows, rules, base)
             if trial < best_loss:
                 best, best_loss = dict(table[runtime]), trial
     if not quiet:

@@ -8,7 +8,7 @@ above it in the TOML file. Entries (`[[quant]]`, `[[runtime]]`) are `advisor.cat
 
 from __future__ import annotations
 
-from dataclasses import field, fields
+from dataclasses import field, fields, replace
 
 from advisor.record import Record, record
 
@@ -641,6 +641,12 @@ class Rulebook(Record):
 def build_rulebook(data: dict[str, Any]) -> Rulebook:
     """Trusted construction from parsed TOML (the built-in files are validated by the test-suite)."""
     return _build(Rulebook, data)
+
+
+def with_speed(rulebook: Rulebook, speed: dict[str, Any]) -> Rulebook:
+    """The rulebook with its speed tables built anew from `speed` (rules/speed.toml as a plain dict): what a
+    fitting script varies, without rebuilding the rest of the rulebook for every trial."""
+    return replace(rulebook, speed=_build(SpeedRules, speed))
 
 
 def _build(cls: type, data: dict[str, Any]) -> Any:

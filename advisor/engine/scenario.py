@@ -59,6 +59,14 @@ class Scenario(Record):
             changes["options"] = replace(self.options, **options)
         return replace(self, **changes) if changes else self
 
+    def with_rules(self, rules: Rulebook) -> Scenario:
+        """The same scenario under another rulebook, built without dataclasses.replace (bench/calibrate.py asks
+        for one per row for every rulebook it tries: millions)."""
+        new = object.__new__(Scenario)
+        new.__dict__.update(self.__dict__)
+        new.__dict__["rules"] = rules
+        return new
+
     def with_options(self, **changes) -> Scenario:
         """The same scenario with some settings changed (layout, quantization and context kept)."""
         return self.derive(**changes)

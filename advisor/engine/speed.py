@@ -15,6 +15,7 @@ tests/data/speed_measurements.csv; bench/accuracy.py prints the error they leave
 
 from __future__ import annotations
 
+from typing import NamedTuple
 
 from advisor.record import Record, record
 from advisor.catalog.rulebook import FixedCosts, Rulebook
@@ -168,9 +169,9 @@ def _fixed_decode_s(sc: Scenario) -> float:
     return sc.model.layers * per_layer + (own.per_token_us if own.per_token_us is not None else s.per_token_us) * 1e-6
 
 
-@record
-class _PrefillTerms(Record):
-    """What every device's prefill time is built from, for one prompt."""
+class _PrefillTerms(NamedTuple):
+    """What every device's prefill time is built from, for one prompt (a named tuple: the calibration builds
+    millions)."""
 
     prompt_tokens: int
     active_params: float
