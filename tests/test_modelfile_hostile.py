@@ -22,15 +22,17 @@ from test_modelfile import LLAMA_CFG, Tiny, make_gguf, make_st_folder, write_st 
 from advisor.errors import AdvisorError  # noqa: E402
 from advisor.modelfile import read_model  # noqa: E402
 
-FAST_S = 3.0
+HANG_S = 30.0
+"""A hostile file must be refused, not hang: this bound only catches a hang (an endless loop, a read that waits
+forever). How fast refusals really are is measured by bench/hostile.py, not asserted here."""
 
 
 def refused(path: Path | str, match: str | None = None) -> AdvisorError:
-    """read_model must raise AdvisorError (one line) within FAST_S seconds."""
+    """read_model must raise AdvisorError (one line), and not hang."""
     start = time.perf_counter()
     with pytest.raises(AdvisorError, match=match or None) as err:
         read_model(str(path))
-    assert time.perf_counter() - start < FAST_S
+    assert time.perf_counter() - start < HANG_S
     assert "\n" not in str(err.value) and "Traceback" not in str(err.value)
     return err.value
 
@@ -283,7 +285,7 @@ def _fuzz_one(kind: str, muts: list) -> None:
             read_model(str(target))
         except AdvisorError as exc:
             assert "\n" not in str(exc)
-        assert time.perf_counter() - start < FAST_S
+        assert time.perf_counter() - start < HANG_S
 
 
 FUZZ = settings(max_examples=int(os.environ.get("MODELFILE_FUZZ_EXAMPLES", "800")), deadline=None,

@@ -340,7 +340,7 @@ def test_cli_unreachable_is_one_line_fast(tmp_path, ref) -> None:
            "ADVISOR_CACHE_DIR": str(tmp_path), "HF_HOME": str(tmp_path / "hf"), "OLLAMA_MODELS": str(tmp_path / "o")}
     start = time.monotonic()
     r = _cli("check", ref, "--gpu", "rtx-3090", "--json", env=env)
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 60  # catches a hang only; bench/hostile.py measures how fast
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
@@ -349,5 +349,5 @@ def test_cli_server_that_never_answers(hub, tmp_path) -> None:
     hub.stall_s = 30
     start = time.monotonic()
     r = _cli("check", "org/Tiny", "--gpu", "rtx-3090", env={"ADVISOR_CACHE_DIR": str(tmp_path / "c")})
-    assert time.monotonic() - start < 12  # 8 s without a byte, plus the interpreter's start
+    assert time.monotonic() - start < 25  # the 8 s deadline applied: the server stalls for 30 s
     assert r.returncode == 2 and "did not answer within 8 s" in r.stderr and r.stderr.count("\n") == 1

@@ -198,7 +198,7 @@ def test_cli_mmproj_failure_is_one_line(repos, status, words) -> None:
     repos.status["/cdn/org/VL-GGUF/mmproj-F16.gguf"] = (status, {})
     start = time.monotonic()
     r = _cli("check", "org/VL-GGUF:Q4_K_M", "--gpu", "rtx-3090", "--json")
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 60  # catches a hang only
     assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert "mmproj-F16.gguf" in r.stderr and words in r.stderr and "--no-mmproj" in r.stderr
     r = _cli("check", "org/VL-GGUF:Q4_K_M", "--gpu", "rtx-3090", "--json", "--no-mmproj")

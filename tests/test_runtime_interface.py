@@ -88,13 +88,15 @@ def test_ollama_is_llama_cpp_plus_what_differs(catalog):
     differs = {f.name for f in dataclasses.fields(llama) if getattr(llama, f.name) != getattr(ollama, f.name)}
     # vision_terms: Ollama takes a model's projector from its own manifest, not llama-server's --mmproj
     # row_split: Ollama splits by layer only, so it has no -sm row either
+    # offloads_experts: a MoE model that does not fit goes to RAM by whole layers (ollama/ollama PR #16688)
     assert differs == {"id", "name", "like", "context_mib", "context_basis", "compute_basis",
-                       "supports_tensor_parallel", "row_split", "notes", "vision_terms"}
+                       "supports_tensor_parallel", "row_split", "notes", "vision_terms", "offloads_experts",
+                       "offload_basis"}
 
 
 def test_no_engine_module_branches_on_a_runtime_name():
     pattern = re.compile(r'runtime\.id\b|runtime_id in|"(llama\.cpp|ollama|vllm|exllamav2|mlx|transformers)"')
-    hits = [f"{p.name}: {line.strip()}" for p in sorted(ENGINE.glob("*.py"))
+    hits = [f"{p.name}: {line.strip()}" for p in sorted(ENGINE.rglob("*.py"))
             for line in p.read_text(encoding="utf-8").splitlines() if pattern.search(line)]
     # The one mention allowed is the contract's default value of --runtime.
     assert hits == ['options.py: runtime: str = "llama.cpp"'], hits
