@@ -16,6 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from accuracy import BANDS_TOML, bands_toml, measure  # noqa: E402
 from calibrate import SPEED_TOML, build_rows, fit_rules, stored_values, toml_values  # noqa: E402
 
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("accuracy")]
+
 FIT_AGREEMENT_MIN = 0.995        # reached: 1104/1108 (the naive "weights <= total VRAM": 1102)
 LOSO_DECODE_MEDIAN_MAX = 0.235   # reached: 22.6% (naive baseline 15.8%)
 LOSO_PREFILL_MEDIAN_MAX = 0.56   # reached: 54.9% (naive baseline 39.8%)
