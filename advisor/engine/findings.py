@@ -568,8 +568,8 @@ def lch001_quantized_checkpoint(r: Report, c: Catalog) -> Iterator[Said]:
                        f"the runtime quantizes it to {q} as it loads (the full 16-bit files are downloaded).")
     elif how == "missing":
         yield ("warning", f"{q} weights run only from a checkpoint quantized with {q}, and none of "
-                          f"{r.model.name} is listed (rules/checkpoints.toml): the command as written downloads the "
-                          f"16-bit {base}; replace it with such a checkpoint of this model.")
+                          f"{r.model.name} is listed (rules/checkpoints.toml): no command is written, since the "
+                          f"16-bit {base} with --quantization {q} does not load; name such a checkpoint of this model.")
 
 
 @rule("VIS001")

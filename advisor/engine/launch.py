@@ -552,7 +552,9 @@ def weights_source(rules: LaunchRules, checkpoints, launcher_id: str, model_id: 
     supplied; ("", None, "") for launchers that take no repo (llama.cpp, Ollama)."""
     entry = rules.launcher.get(launcher_id)
     flags = launcher_flags(rules, launcher_id) if entry is not None else {}
-    if entry is None or "hf_repo" not in flags or entry.positional != "hf_repo":
+    # a server given a Hugging Face repo of safetensors weights has a --quantization flag (vLLM, SGLang); a
+    # program that takes a repo only to fetch a GGUF (llama.cpp -hf) has none
+    if entry is None or "hf_repo" not in flags or "quantization" not in flags:
         return "", None, ""
     for repo, c in (checkpoints.repo.items() if checkpoints is not None else ()):
         if c.model == model_id and c.quant == quant_id:
@@ -603,6 +605,9 @@ def launch_for(sc, placement, placer, local=None) -> Launch | None:
         how, repo, _ = weights_source(rules, checkpoints, ids[0], model.id, quant.id)
         if how == "checkpoint":
             values["hf_repo"], values["quantization"] = repo, None  # the program reads the method from it
+        elif how == "missing":  # --quantization on the 16-bit repo does not load: no command to print
+            return Launch(rt.id, ids[0], "", note=f"no {quant.id} checkpoint of {model.name} is known "
+                                                  f"(rules/checkpoints.toml): supply one and name it as the model")
     values.update(vision_settings(placer.vision, options))
     if "model" in _emit_order(rules, ids[0]):  # a program that runs a file: given a repo only for a Hub GGUF
         flags = launcher_flags(rules, ids[0])
