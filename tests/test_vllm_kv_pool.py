@@ -134,3 +134,30 @@ def test_pool_in_tokens_held_out_by_source(held_out):
           f"{statistics.median(errs):.1%}, worst {max(errs):.1%}")
     assert within >= WITHIN_5PCT_MIN
     assert statistics.median(errs) <= MEDIAN_ABS_ERR_MAX
+
+
+# vllm-project/vllm#10517 (comment of 2024-12-02): Llama-3.1-8B-Instruct BF16 on one RTX 3090 at the default
+# 0.90 under vLLM V0 (before V1, whose chunked prefill is always on: docs.vllm.ai configuration/optimization
+# "Chunked Prefill"). V0 turned chunked prefill on only above 32k of max_model_len, and without it profiled one
+# batch of max_model_len tokens: 20k started with "kv_cache_size=3.81GiB ... GPU blocks: 1952" (31,232 tokens),
+# 29k failed ("maximum number of tokens that can be stored in KV cache (23648)"), 35k (chunked, 512-token
+# batches) started with 21.22 - 15.05 - 0.35 = 5.82 GiB of pool. CUDA graphs were not in V0's profile: eager.
+V0_LOG = [(20000, 20000, 31232), (29000, 29000, None), (35000, 512, int(5.82 * GIB / (2 * 32 * 8 * 128 * 2)))]
+
+
+@pytest.mark.parametrize("ctx,batch,tokens", V0_LOG)
+def test_the_3090_29k_failure_is_v0s_unchunked_profile_batch(catalog, ctx, batch, tokens):
+    """Issue 27: 'fits' at 29k on one RTX 3090 where the published attempt failed. The attempt ran V0, whose
+    profile batch was the whole 29k context (the activation peak: logits and MLP of 29k tokens, ~3 GiB); given
+    that batch (--max-num-batched-tokens) the advisor refuses 29k and starts 20k and 35k within 6% of the log.
+    Today's vLLM (V1) profiles at most --max-num-batched-tokens (2048 on this card) and starts at 29k."""
+    rig = rig_from_flags(catalog, ["rtx-3090"])
+    model = catalog.models["llama-3.1-8b"]
+    v0 = evaluate(catalog, rig, model, Options(runtime="vllm", quant="BF16", ctx=ctx, max_num_batched_tokens=batch,
+                                               enforce_eager=True))
+    if tokens is None:
+        assert not v0.fits and not v0.serving.starts
+        v1 = evaluate(catalog, rig, model, Options(runtime="vllm", quant="BF16", ctx=ctx))
+        assert v1.fits and v1.serving.starts
+    else:
+        assert v0.serving.starts and v0.serving.kv_cache_tokens == pytest.approx(tokens, rel=0.06)
