@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from advisor.catalog.types import RuntimeSpec
-from advisor.engine import fraction
+from advisor.engine import fraction, kv_groups
 from advisor.engine import speed as spd
 from advisor.engine.interconnect import link_times
 from advisor.engine.options import Options
@@ -25,20 +25,42 @@ from advisor.engine.rig import Rig
 from advisor.engine.scenario import Scenario
 
 
-def pool(placement: Placement, runtime: RuntimeSpec, ctx: int) -> tuple[int, int, tuple[PoolDevice, ...]]:
+def pool(placement: Placement, runtime: RuntimeSpec, ctx: int,
+         sc: Scenario | None = None) -> tuple[int, int, tuple[PoolDevice, ...]]:
     """(tokens, bytes, per-GPU shares) of the pool a placement leaves; `ctx` is the context of the one
-    request whose KV cache the placement holds."""
+    request whose KV cache the placement holds. Given the Scenario, a model with layers of more than one kind
+    on a runtime that groups them (vLLM's hybrid KV cache manager, advisor/engine/kv_groups.py) is counted as
+    that runtime logs it: requests of `ctx` the pool holds, times `ctx`."""
     block = max(runtime.kv_block_tokens, 1)
+    g = grouped(sc) if sc is not None else None
     shares, tokens = [], None
     for d in placement.devices:
         if d.total_bytes <= 0:  # a GPU the run does not use
             continue
         free = max(d.capacity_bytes - d.weights_bytes - d.overhead_bytes, 0)
         per_token = d.kv_cache_bytes / max(ctx, 1)
-        t = int(free // (per_token * block)) * block if per_token > 0 else 0
+        if g is not None:
+            t = int(kv_groups.concurrency(sc, g, free, ctx) * ctx)
+        else:
+            t = int(free // (per_token * block)) * block if per_token > 0 else 0
         shares.append(PoolDevice(d.device, free, t))
         tokens = t if tokens is None else min(tokens, t)
     return tokens or 0, sum(s.pool_bytes for s in shares), tuple(shares)
+
+
+def grouped(sc: Scenario) -> kv_groups.GroupLayout | None:
+    """This model's layer groups on the runtime's grouped pool (None: one pool of one kind)."""
+    tp = Placer(sc).parallel_sizes()[0] if len(sc.rig.gpus) > 1 else 1
+    return kv_groups.layout(sc, tp, _step_budget(sc))
+
+
+def _requests_that_fit(sc: Scenario, shares: tuple[PoolDevice, ...], tokens: int, held: float) -> int:
+    """Requests each holding `held` tokens that the pool holds at once (the GPU with the fewest pages decides)."""
+    g = grouped(sc) if shares else None
+    if g is None:
+        return int(tokens // max(held, 1))
+    free = min(s.pool_bytes for s in shares)
+    return int(kv_groups.blocks(g, free) // max(kv_groups.pages_per_request(sc, g, int(round(held))), 1))
 
 
 def memory_fraction(runtime: RuntimeSpec, options: Options, rig: Rig | None = None) -> float:
@@ -65,7 +87,7 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
     """The paged KV pool of this placement: how many requests of the context run at once, how many queue, and
     their time to first token and decode speeds."""
     rig, runtime, options, ctx = sc.rig, sc.runtime, sc.options, sc.ctx
-    tokens, total, shares = pool(placement, runtime, ctx)
+    tokens, total, shares = pool(placement, runtime, ctx, sc)
     conc = tokens / max(ctx, 1) if placement.runs else 0.0
     length = request_length(sc)
     used = [d for d in placement.devices if d.total_bytes > 0]
@@ -77,7 +99,8 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
     # kv_cache_manager.allocate_slots for the request's new tokens, preempting the newest when none are
     # free), so in a steady stream requests of their real length share the pool, each on average its prompt
     # and half its output; vLLM starts only when one of --max-model-len fits (conc >= 1)
-    running = min(options.concurrency, cap, int(tokens // max(_held(sc, length), 1))) if conc >= 1 else 0
+    running = min(options.concurrency, cap, _requests_that_fit(sc, shares, tokens, _held(sc, length))) \
+        if conc >= 1 else 0
     s = Serving(kv_cache_tokens=tokens if placement.runs else 0, kv_cache_bytes=total if placement.runs else 0,
                 request_tokens=ctx, request_length_tokens=length, output_tokens=length - min(options.prompt_tokens, length),
                 max_concurrency=round(conc, 2), requested=options.concurrency,
@@ -183,10 +206,10 @@ def remedies(sc: Scenario, placement: Placement) -> tuple[Remedy, ...]:
     for text, opts in tries:
         p = Placer(replace(sc, options=opts))
         at = p.at(ctx)
-        tokens = pool(at, runtime, ctx)[0] if at.runs else 0
+        tokens = pool(at, runtime, ctx, replace(sc, options=opts))[0] if at.runs else 0
         out.append(Remedy(text, p.max_context(), tokens, at.runs))
     here = Placer(sc)
     base = here.max_context()
     if base and base < ctx and "max_model_len" in names:
-        out.insert(0, Remedy(f"{names['max_model_len']} {base}", base, pool(here.at(base), runtime, base)[0], False))
+        out.insert(0, Remedy(f"{names['max_model_len']} {base}", base, pool(here.at(base), runtime, base, sc.at_context(base))[0], False))
     return tuple(out)
