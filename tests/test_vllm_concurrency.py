@@ -105,3 +105,32 @@ def test_output_throughput_out_of_sample(catalog):
 
 def test_time_to_first_token_out_of_sample(catalog):
     assert _median_err(catalog, "median_ttft_ms", lambda s: 1000 * s.ttft_p50_s) <= TTFT_MEDIAN_MAX
+
+
+MOE = list(csv.DictReader((DATA.parent / "vllm_moe_tp_sweeps.csv").open(encoding="utf-8")))
+
+
+def _moe(catalog, r: dict):
+    tp = int(r["tensor_parallel"])
+    rig = rig_from_flags(catalog, [f"{tp}x{r['gpu']}" if tp > 1 else r["gpu"]])
+    opts = Options(runtime="vllm", ctx=int(r["max_model_len"]), prompt_tokens=int(r["input_tokens"]),
+                   output_tokens=int(r["output_tokens"]), concurrency=int(r["num_prompts"]),
+                   tensor_parallel=tp if tp > 1 else None)
+    return evaluate(catalog, rig, catalog.models[r["model"]], opts).serving
+
+
+@pytest.mark.parametrize("r", MOE, ids=lambda r: f"{r['gpu']}-tp{r['tensor_parallel']}")
+def test_moe_under_tensor_parallel_out_of_sample(catalog, r):
+    """gpt-oss-120b (4 of 128 experts) at 1000 requests: a step reads the union of the experts its tokens
+    choose and each token multiplies only its own. Where the requests queue behind --max-num-seqs (a steady
+    stream: the A100 rows) the median TPOT is within 20%. Where the runtime's cap holds the whole burst (the
+    H100 rows) the TPOT is not a steady-state figure and is not met (predicted 2-2.7x slower per stream: vLLM
+    ran ~140-400 at once, not the pool's fill); what the clients received is within 25% there
+    (tests/data/vllm_moe_tp_sweeps.md)."""
+    s = _moe(catalog, r)
+    if s.running == s.max_num_seqs < int(r["num_prompts"]):
+        err, bound = float(r["median_tpot_ms"]) / (1000 / s.per_stream_decode_tokens_per_s) - 1, 0.20
+    else:
+        err, bound = s.output_tokens_per_s / float(r["output_tok_s"]) - 1, 0.25
+    print(f"{r['gpu']} tp{r['tensor_parallel']}: {err:+.1%}")
+    assert abs(err) <= bound
