@@ -83,6 +83,15 @@ def _basis(runtime: RuntimeSpec, share: float, ctx: int, held: float | None = No
     return f"{head}; the GPU with the fewest pages decides; {unit}"
 
 
+def _groups_basis(g: kv_groups.GroupLayout | None) -> str:
+    if g is None:
+        return ""
+    kinds = ", ".join(f"{n} {k} group{'s' if n > 1 else ''}" for n, k in zip(g.groups, ("full-attention", "sliding-window", "recurrent")) if n)
+    return (f"; layers of each kind share it in groups of {g.group_size} ({kinds}), on pages of {g.block_tokens} "
+            f"tokens, a request holding its length in the full-attention groups, its window and one step in "
+            f"the sliding ones and its state in the recurrent ones (vLLM's hybrid KV cache manager)")
+
+
 def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
     """The paged KV pool of this placement: how many requests of the context run at once, how many queue, and
     their time to first token and decode speeds."""
@@ -107,7 +116,8 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
                 running=running, queued=options.concurrency - running, max_num_seqs=cap,
                 memory_fraction=memory_fraction(runtime, options, rig), devices=shares, spare_bytes=spare,
                 basis=_basis(runtime, memory_fraction(runtime, options, rig), ctx,
-                             _held(sc, length) if options.output_tokens is not None else None))
+                             _held(sc, length) if options.output_tokens is not None else None)
+                + _groups_basis(grouped(sc)))
     if running and rig.speed_known:
         s = _with_speeds(sc, placement, s, running)
     if not s.starts or s.marginal(int(runtime.pool_spread_mib * 1024**2)):
