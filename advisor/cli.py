@@ -124,6 +124,9 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True, optional: bool =
     g.add_argument("--prompt-tokens", type=_whole("--prompt-tokens", 100_000_000), default=DEFAULT_PROMPT_TOKENS,
                    metavar="N",
                    help=f"prompt length for the prefill estimate (default {DEFAULT_PROMPT_TOKENS})")
+    g.add_argument("--output-tokens", type=_whole("--output-tokens", 100_000_000), default=None, metavar="N",
+                   help="tokens each request generates (default: the rest of --ctx); with --prompt-tokens, the "
+                        "real request length a paged server (vLLM, SGLang) fits in its pool")
     g.add_argument("--kv-cache", "--kv-cache-dtype", dest="kv_cache", type=_kv_type, default=None,
                    metavar="TYPE", help="KV cache type: f16, q8_0, q4_0; fp8 for vLLM (default: f16, or q8_0 "
                                         "where that fits a better quantization)")

@@ -35,7 +35,9 @@ def test_the_command_uses_sglangs_names(catalog):
     r = _answer(catalog, "qwen3-32b", "--quant", "awq", "--gpu", "2xrtx-3090", "--runtime", "sglang",
                 "--ctx", "32768", "--kv-cache", "fp8", "--mem-fraction-static", "0.9",
                 "--max-running-requests", "32", "--disable-cuda-graph")
-    assert r.launch.command == ("python -m sglang.launch_server --model-path Qwen/Qwen3-32B --quantization awq "
+    # AWQ is a checkpoint (issue 27: `--quantization awq` on the BF16 repo does not load): the AWQ repo, the
+    # method read from its config
+    assert r.launch.command == ("python -m sglang.launch_server --model-path Qwen/Qwen3-32B-AWQ "
                                 "--tp 2 --context-length 32768 --mem-fraction-static 0.9 "
                                 "--kv-cache-dtype fp8_e5m2 --max-running-requests 32 --disable-cuda-graph")
     plain = _answer(catalog, "llama-3.1-8b", "--quant", "BF16", "--gpu", "h100-sxm", "--runtime", "sglang",

@@ -134,3 +134,83 @@ def test_pool_in_tokens_held_out_by_source(held_out):
           f"{statistics.median(errs):.1%}, worst {max(errs):.1%}")
     assert within >= WITHIN_5PCT_MIN
     assert statistics.median(errs) <= MEDIAN_ABS_ERR_MAX
+
+
+# vllm-project/vllm#10517 (comment of 2024-12-02): Llama-3.1-8B-Instruct BF16 on one RTX 3090 at the default
+# 0.90 under vLLM V0 (before V1, whose chunked prefill is always on: docs.vllm.ai configuration/optimization
+# "Chunked Prefill"). V0 turned chunked prefill on only above 32k of max_model_len, and without it profiled one
+# batch of max_model_len tokens: 20k started with "kv_cache_size=3.81GiB ... GPU blocks: 1952" (31,232 tokens),
+# 29k failed ("maximum number of tokens that can be stored in KV cache (23648)"), 35k (chunked, 512-token
+# batches) started with 21.22 - 15.05 - 0.35 = 5.82 GiB of pool. CUDA graphs were not in V0's profile: eager.
+V0_LOG = [(20000, 20000, 31232), (29000, 29000, None), (35000, 512, int(5.82 * GIB / (2 * 32 * 8 * 128 * 2)))]
+
+
+@pytest.mark.parametrize("ctx,batch,tokens", V0_LOG)
+def test_the_3090_29k_failure_is_v0s_unchunked_profile_batch(catalog, ctx, batch, tokens):
+    """Issue 27: 'fits' at 29k on one RTX 3090 where the published attempt failed. The attempt ran V0, whose
+    profile batch was the whole 29k context (the activation peak: logits and MLP of 29k tokens, ~3 GiB); given
+    that batch (--max-num-batched-tokens) the advisor refuses 29k and starts 20k and 35k within 6% of the log.
+    Today's vLLM (V1) profiles at most --max-num-batched-tokens (2048 on this card) and starts at 29k."""
+    rig = rig_from_flags(catalog, ["rtx-3090"])
+    model = catalog.models["llama-3.1-8b"]
+    v0 = evaluate(catalog, rig, model, Options(runtime="vllm", quant="BF16", ctx=ctx, max_num_batched_tokens=batch,
+                                               enforce_eager=True))
+    if tokens is None:
+        assert not v0.fits and not v0.serving.starts
+        v1 = evaluate(catalog, rig, model, Options(runtime="vllm", quant="BF16", ctx=ctx))
+        assert v1.fits and v1.serving.starts
+    else:
+        assert v0.serving.starts and v0.serving.kv_cache_tokens == pytest.approx(tokens, rel=0.06)
+
+
+HYBRID = list(csv.DictReader((DATA.parent / "vllm_hybrid_pool_logs.csv").open(encoding="utf-8")))
+
+
+@pytest.mark.parametrize("r", HYBRID, ids=lambda r: r["model"])
+def test_grouped_pool_of_a_hybrid_model_is_what_vllm_logs(catalog, r):
+    """From the logged available memory, vLLM's grouped accounting (layer groups per kind, one page size,
+    recurrent states in pages) gives the logged "GPU KV cache size" and "Maximum concurrency"."""
+    from dataclasses import replace as with_
+
+    from advisor.engine import kv_groups
+    from advisor.engine.check import _scenario
+
+    rig = rig_from_flags(catalog, [r["gpu"]])
+    length, batch, tp = int(r["max_model_len"]), int(r["max_num_batched_tokens"]), int(r["tensor_parallel"])
+    sc = _scenario(catalog, rig, catalog.models[r["model"]],
+                   Options(runtime="vllm", quant=r["quant"], ctx=length, max_num_batched_tokens=batch,
+                           kv_type="fp8" if r["kv_cache_dtype"].startswith("fp8") else "f16"))
+    g = kv_groups.layout(with_(sc, ctx=length), tp, batch)
+    conc = kv_groups.concurrency(sc, g, float(r["available_kv_gib"]) * GIB, length)
+    assert conc == pytest.approx(float(r["max_concurrency"]), abs=0.005)
+    assert int(conc * length) == pytest.approx(int(r["kv_cache_tokens"]), rel=0.005)
+
+
+@pytest.mark.parametrize("model,length,batch,kinds", [
+    ("gemma-3-27b", 131072, 2048, (1, 6, 0)),   # 10 full, 52 sliding (1024): groups of 10, 8 padding layers
+    ("llama-4-scout", 131072, 8192, (1, 0, 0)),  # chunked: vLLM's manager off by default, all 48 full length
+    ("gpt-oss-120b", 131072, 2048, (1, 1, 0)),  # 18 full, 18 sliding (128)
+])
+def test_windowed_models_count_every_layer_group_per_request(catalog, model, length, batch, kinds):
+    """Issue 27: a windowed model's pool was counted per token of one request holding only its windows, so
+    Llama 4 Scout's "GPU KV cache size" came out ~3.4x what vLLM keeps (its chunked layers at full length: the
+    hybrid manager is off for chunked local attention by default). Sliding windows are paged per group, a
+    request holding its full length in the full-attention group and window + one step + a page in each other."""
+    from advisor.engine import kv_groups
+    from advisor.engine import memory as mem
+    from advisor.engine.check import _scenario
+
+    sc = _scenario(catalog, rig_from_flags(catalog, ["h100-sxm"]), catalog.models[model],
+                   Options(runtime="vllm", ctx=length, max_num_batched_tokens=batch))
+    g = kv_groups.layout(sc, 1, batch)
+    assert g is not None and g.groups == kinds and g.block_tokens == 16
+    free = 10 * GIB
+    window = min(sc.model.sliding_window - 1 + batch, length)
+    assert kv_groups.pages_per_request(sc, g, length) == \
+        kinds[0] * length // 16 + kinds[1] * (-(-window // 16) + 1)
+    tokens = int(kv_groups.concurrency(sc, g, free, length) * length)
+    one = sum(mem.kv_bytes_per_layer(sc.model, length, "f16", catalog.rules, swa_cells=sc.model.sliding_window))
+    before = free / (one / length)  # the old count: tokens of a request that holds only its windows
+    assert tokens < before
+    if model == "llama-4-scout":
+        assert before / tokens > 3.0

@@ -202,6 +202,9 @@ class ModelSpec(Record):
     """Sliding-window size of the local-attention layers (0: none)."""
     sliding_window_layers: int = 0
     """How many of the layers use the sliding window (the rest attend globally)."""
+    attention_chunk_size: int = 0
+    """The windowed layers attend within fixed chunks of this many tokens (Llama 4's chunked local attention,
+    config.json `attention_chunk_size`) rather than a sliding window; 0: a sliding window, or none."""
     kv_lora_rank: int = 0
     """Multi-head latent attention: compressed KV rank (0: not MLA)."""
     qk_rope_head_dim: int = 0
@@ -491,6 +494,19 @@ class RuntimeSpec(Record):
     (requests x vocabulary) its warm-up holds at the peak (0: logits for the whole profile batch instead)."""
     sampler_basis: str = ""
     """Where `sampler_copies` comes from."""
+    kv_groups: bool = False
+    """A paged pool shared by layer groups of each attention kind (vLLM's hybrid KV cache manager): a model
+    with sliding-window, chunked or recurrent layers is accounted as advisor/engine/kv_groups.py says."""
+    recurrent_conv_bytes: float = 0.0
+    """Bytes per convolution-state value of a recurrent layer in that pool (the model's dtype)."""
+    recurrent_scan_bytes: dict[str, float] = field(default_factory=dict)
+    """Bytes per scan-state value by recurrent kind (`default` for the rest)."""
+    recurrent_pages: int = 1
+    """Pages one request's recurrent state takes in each recurrent group."""
+    chunked_groups: bool = False
+    """The grouped pool keeps chunked-local layers to their chunk (False: it counts them as full attention)."""
+    kv_groups_basis: str = ""
+    """Where the grouped-pool constants come from."""
     pipeline_split: str = "memory"
     """How a layer (pipeline) split cuts the layers: `memory` (in proportion to each GPU's memory, llama.cpp)
     or `even` (equal stages, vLLM's pipeline parallel: the smallest card's stage decides)."""

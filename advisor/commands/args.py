@@ -9,6 +9,7 @@ def options_from(args: argparse.Namespace):
     from advisor.engine.options import Options
 
     return Options(quant=args.quant, ctx=args.ctx, prompt_tokens=args.prompt_tokens,
+                   output_tokens=getattr(args, "output_tokens", None),
                    kv_type=(args.kv_cache or "f16").lower(), kv_fixed=args.kv_cache is not None,
                    min_quality=args.min_quality, allow_low_bit=args.allow_low_bit,
                    min_tps=getattr(args, "min_tps", None) if getattr(args, "command", None) in ("check", "fit") else None,

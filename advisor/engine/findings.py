@@ -558,8 +558,9 @@ def lch001_quantized_checkpoint(r: Report, c: Catalog) -> Iterator[Said]:
 
     if r.launch is None or r.model_source != "catalog" or not r.placement.runs:
         return
-    how, repo, source = weights_source(c.rules.launch, c.rules.checkpoints, r.launch.launcher, r.model.id, r.quant.id)
     base = model_reference(r.model, r.quant)
+    how, repo, source = weights_source(c.rules.launch, c.rules.checkpoints, r.launch.launcher, r.model.id, r.quant.id,
+                                       base)
     q = r.quant.id
     if how == "checkpoint":
         yield ("info", f"the command names {repo}, {r.model.name} quantized with {q} ({source}); the runtime "
@@ -569,9 +570,9 @@ def lch001_quantized_checkpoint(r: Report, c: Catalog) -> Iterator[Said]:
         yield ("info", f"no {q} checkpoint of {r.model.name} is listed: the command gives the 16-bit {base} and "
                        f"the runtime quantizes it to {q} as it loads (the full 16-bit files are downloaded).")
     elif how == "missing":
-        yield ("warning", f"{q} weights run only from a checkpoint quantized with {q}, and none of "
-                          f"{r.model.name} is listed (rules/checkpoints.toml): the command as written downloads the "
-                          f"16-bit {base}; replace it with such a checkpoint of this model.")
+        yield ("warning", f"{q} weights of {r.model.name} run only from a checkpoint in {q}, and none is listed "
+                          f"(rules/checkpoints.toml); {base} does not load as {q}, so no command is written: name "
+                          f"such a checkpoint of this model.")
 
 
 @rule("VIS001")

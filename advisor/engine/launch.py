@@ -544,19 +544,25 @@ def repo_checkpoint(checkpoints, repo: str):
 
 
 def weights_source(rules: LaunchRules, checkpoints, launcher_id: str, model_id: str,
-                   quant_id: str) -> tuple[str, str | None, str]:
+                   quant_id: str, base: str | None = None) -> tuple[str, str | None, str]:
     """How a launcher that downloads a model by repo gets this model's weights in this quant:
     (`checkpoint`, the quantized repo, its source) when rules/checkpoints.toml lists one; (`at_load`,
     None, "") when the program quantizes the 16-bit checkpoint itself (its `quantize_at_load`);
     (`dense`, None, "") for 16-bit weights; (`missing`, None, "") when a quantized checkpoint must be
-    supplied; ("", None, "") for launchers that take no repo (llama.cpp, Ollama)."""
+    supplied; ("", None, "") for launchers that take no repo (llama.cpp, Ollama). `base`: the repo the command
+    names otherwise (model_reference); when rules/checkpoints.toml lists it as a checkpoint in another format
+    (DeepSeek V3's official repo is FP8), neither its 16-bit weights nor a quantization at load exist there."""
     entry = rules.launcher.get(launcher_id)
     flags = launcher_flags(rules, launcher_id) if entry is not None else {}
-    if entry is None or "hf_repo" not in flags or entry.positional != "hf_repo":
+    # a server given a Hugging Face repo of safetensors weights has a --quantization flag (vLLM, SGLang); a
+    # program that takes a repo only to fetch a GGUF (llama.cpp -hf) has none
+    if entry is None or "hf_repo" not in flags or "quantization" not in flags:
         return "", None, ""
     for repo, c in (checkpoints.repo.items() if checkpoints is not None else ()):
         if c.model == model_id and c.quant == quant_id:
             return "checkpoint", repo, c.source
+    if checkpoints is not None and base in checkpoints.repo:
+        return "missing", None, ""  # the base repo is itself quantized, in another format than this one
     if "dtype" in flags and quant_id in flags["dtype"].values.values():
         return "dense", None, ""
     if quant_id in entry.quantize_at_load:
@@ -600,9 +606,12 @@ def launch_for(sc, placement, placer, local=None) -> Launch | None:
     model, quant = placer.model, placer.quant
     values.update(serving_settings(placer, options, ctx, model_ref=model_ref or model_reference(model, quant)))
     if model_ref is None:  # a catalog model: a quantized answer runs from its quantized checkpoint
-        how, repo, _ = weights_source(rules, checkpoints, ids[0], model.id, quant.id)
+        how, repo, _ = weights_source(rules, checkpoints, ids[0], model.id, quant.id, model_reference(model, quant))
         if how == "checkpoint":
             values["hf_repo"], values["quantization"] = repo, None  # the program reads the method from it
+        elif how == "missing":  # --quantization on the 16-bit repo does not load: no command to print
+            return Launch(rt.id, ids[0], "", note=f"no {quant.id} checkpoint of {model.name} is known "
+                                                  f"(rules/checkpoints.toml): supply one and name it as the model")
     values.update(vision_settings(placer.vision, options))
     if "model" in _emit_order(rules, ids[0]):  # a program that runs a file: given a repo only for a Hub GGUF
         flags = launcher_flags(rules, ids[0])

@@ -23,6 +23,9 @@ class Options(Record):
     """Context tokens to allocate KV cache for; None: 8192 capped at the model's maximum."""
     prompt_tokens: int = DEFAULT_PROMPT_TOKENS
     """Prompt length for the prefill estimate."""
+    output_tokens: int | None = None
+    """Tokens each request generates (`vllm bench serve --random-output-len`); None: the rest of the context.
+    With the prompt it is a request's real length, what it holds of a paged pool at its end."""
     kv_type: str = "f16"
     """KV cache type."""
     runtime: str = "llama.cpp"

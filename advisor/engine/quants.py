@@ -56,4 +56,10 @@ def _native(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None) -> 
     if model is None or not model.native_quant:
         return None
     q = resolve_quant(catalog, model.native_quant)
-    return q if runtime.loads(q) else None
+    if runtime.loads(q):
+        return q
+    # a runtime that loads the model's own repo (vLLM, SGLang): the format rules/checkpoints.toml lists it in
+    for repo, c in catalog.rules.checkpoints.repo.items():
+        if c.model == model.id and repo in model.aliases and runtime.loads(own := resolve_quant(catalog, c.quant)):
+            return own
+    return None

@@ -166,6 +166,10 @@ class Serving(Record):
     """The pool over all GPUs, bytes."""
     request_tokens: int
     """Tokens one request may reach (`--max-model-len` / `--ctx`)."""
+    request_length_tokens: int = 0
+    """Tokens one request holds at its end: prompt + `--output-tokens` (the context when no output is given)."""
+    output_tokens: int = 0
+    """Tokens each request generates (`--output-tokens`, else the rest of the context)."""
     max_concurrency: float
     """Requests of `request_tokens` the pool holds at once (vLLM's "Maximum concurrency")."""
     requested: int
@@ -184,8 +188,13 @@ class Serving(Record):
     ttft_all_s: float | None = None
     """Time to first token of the last of `running` prompts that arrive together (prefill is compute-bound,
     so their prefills take turns)."""
+    ttft_p50_s: float | None = None
+    """Median time to first token of `requested` clients each sending a new request when its last one ends
+    (`vllm bench serve --max-concurrency`): prefill chunks riding in decode steps, plus the wait for a slot."""
+    output_tokens_per_s: float | None = None
+    """What those clients receive per second (`vllm bench serve`'s "Output token throughput")."""
     aggregate_decode_tokens_per_s: float | None = None
-    """All running requests together, each half-way through its context."""
+    """All running requests together, each half-way through its output."""
     per_stream_decode_tokens_per_s: float | None = None
     """Each running request."""
     remedies: tuple[Remedy, ...] = ()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from advisor.catalog.types import RuntimeSpec
-from advisor.engine import fraction
+from advisor.engine import fraction, kv_groups
 from advisor.engine import speed as spd
 from advisor.engine.interconnect import link_times
 from advisor.engine.options import Options
@@ -25,20 +25,42 @@ from advisor.engine.rig import Rig
 from advisor.engine.scenario import Scenario
 
 
-def pool(placement: Placement, runtime: RuntimeSpec, ctx: int) -> tuple[int, int, tuple[PoolDevice, ...]]:
+def pool(placement: Placement, runtime: RuntimeSpec, ctx: int,
+         sc: Scenario | None = None) -> tuple[int, int, tuple[PoolDevice, ...]]:
     """(tokens, bytes, per-GPU shares) of the pool a placement leaves; `ctx` is the context of the one
-    request whose KV cache the placement holds."""
+    request whose KV cache the placement holds. Given the Scenario, a model with layers of more than one kind
+    on a runtime that groups them (vLLM's hybrid KV cache manager, advisor/engine/kv_groups.py) is counted as
+    that runtime logs it: requests of `ctx` the pool holds, times `ctx`."""
     block = max(runtime.kv_block_tokens, 1)
+    g = grouped(sc) if sc is not None else None
     shares, tokens = [], None
     for d in placement.devices:
         if d.total_bytes <= 0:  # a GPU the run does not use
             continue
         free = max(d.capacity_bytes - d.weights_bytes - d.overhead_bytes, 0)
         per_token = d.kv_cache_bytes / max(ctx, 1)
-        t = int(free // (per_token * block)) * block if per_token > 0 else 0
+        if g is not None:
+            t = int(kv_groups.concurrency(sc, g, free, ctx) * ctx)
+        else:
+            t = int(free // (per_token * block)) * block if per_token > 0 else 0
         shares.append(PoolDevice(d.device, free, t))
         tokens = t if tokens is None else min(tokens, t)
     return tokens or 0, sum(s.pool_bytes for s in shares), tuple(shares)
+
+
+def grouped(sc: Scenario) -> kv_groups.GroupLayout | None:
+    """This model's layer groups on the runtime's grouped pool (None: one pool of one kind)."""
+    tp = Placer(sc).parallel_sizes()[0] if len(sc.rig.gpus) > 1 else 1
+    return kv_groups.layout(sc, tp, _step_budget(sc))
+
+
+def _requests_that_fit(sc: Scenario, shares: tuple[PoolDevice, ...], tokens: int, held: float) -> int:
+    """Requests each holding `held` tokens that the pool holds at once (the GPU with the fewest pages decides)."""
+    g = grouped(sc) if shares else None
+    if g is None:
+        return int(tokens // max(held, 1))
+    free = min(s.pool_bytes for s in shares)
+    return int(kv_groups.blocks(g, free) // max(kv_groups.pages_per_request(sc, g, int(round(held))), 1))
 
 
 def memory_fraction(runtime: RuntimeSpec, options: Options, rig: Rig | None = None) -> float:
@@ -46,7 +68,7 @@ def memory_fraction(runtime: RuntimeSpec, options: Options, rig: Rig | None = No
     return fraction.memory_fraction(runtime, options, [g.capacity_bytes for g in rig.gpus] if rig else None)
 
 
-def _basis(runtime: RuntimeSpec, share: float, ctx: int) -> str:
+def _basis(runtime: RuntimeSpec, share: float, ctx: int, held: float | None = None) -> str:
     pages = (f"one pool of {runtime.kv_block_tokens}-token pages" if runtime.kv_block_tokens > 1
              else "one pool of token slots")
     if runtime.fraction_of_free:
@@ -55,26 +77,47 @@ def _basis(runtime: RuntimeSpec, share: float, ctx: int) -> str:
     else:
         head = (f"{share:g} of each GPU, less weights, the activation peak of one profile batch and CUDA graphs, "
                 f"is {pages}")
-    return f"{head}; the GPU with the fewest pages decides; a request of {ctx:,} tokens is the unit of concurrency"
+    unit = (f"one request of {ctx:,} tokens must fit for it to start; requests run while their tokens fit, each "
+            f"holding {held:,.0f} on average (its prompt and half its output)" if held is not None
+            else f"a request of {ctx:,} tokens is the unit of concurrency")
+    return f"{head}; the GPU with the fewest pages decides; {unit}"
+
+
+def _groups_basis(g: kv_groups.GroupLayout | None) -> str:
+    if g is None:
+        return ""
+    kinds = ", ".join(f"{n} {k} group{'s' if n > 1 else ''}" for n, k in zip(g.groups, ("full-attention", "sliding-window", "recurrent")) if n)
+    return (f"; layers of each kind share it in groups of {g.group_size} ({kinds}), on pages of {g.block_tokens} "
+            f"tokens, a request holding its length in the full-attention groups, its window and one step in "
+            f"the sliding ones and its state in the recurrent ones (vLLM's hybrid KV cache manager)")
 
 
 def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
     """The paged KV pool of this placement: how many requests of the context run at once, how many queue, and
     their time to first token and decode speeds."""
     rig, runtime, options, ctx = sc.rig, sc.runtime, sc.options, sc.ctx
-    tokens, total, shares = pool(placement, runtime, ctx)
+    tokens, total, shares = pool(placement, runtime, ctx, sc)
     conc = tokens / max(ctx, 1) if placement.runs else 0.0
+    length = request_length(sc)
     used = [d for d in placement.devices if d.total_bytes > 0]
     spare = min((d.free_bytes for d in used), default=0)
     if runtime.requests_rule and not options.max_num_seqs and placement.runs:
         max_num_seqs = fraction.default_max_requests(runtime, tokens, ctx)  # its own cap, from the pool
     cap = max_num_seqs or options.concurrency
-    running = min(options.concurrency, cap, int(conc)) if conc >= 1 else 0
+    # a request holds pages only for the tokens it has (vllm/v1/core/sched/scheduler.py schedule(): each step
+    # kv_cache_manager.allocate_slots for the request's new tokens, preempting the newest when none are
+    # free), so in a steady stream requests of their real length share the pool, each on average its prompt
+    # and half its output; vLLM starts only when one of --max-model-len fits (conc >= 1)
+    running = min(options.concurrency, cap, _requests_that_fit(sc, shares, tokens, _held(sc, length))) \
+        if conc >= 1 else 0
     s = Serving(kv_cache_tokens=tokens if placement.runs else 0, kv_cache_bytes=total if placement.runs else 0,
-                request_tokens=ctx, max_concurrency=round(conc, 2), requested=options.concurrency,
+                request_tokens=ctx, request_length_tokens=length, output_tokens=length - min(options.prompt_tokens, length),
+                max_concurrency=round(conc, 2), requested=options.concurrency,
                 running=running, queued=options.concurrency - running, max_num_seqs=cap,
                 memory_fraction=memory_fraction(runtime, options, rig), devices=shares, spare_bytes=spare,
-                basis=_basis(runtime, memory_fraction(runtime, options, rig), ctx))
+                basis=_basis(runtime, memory_fraction(runtime, options, rig), ctx,
+                             _held(sc, length) if options.output_tokens is not None else None)
+                + _groups_basis(grouped(sc)))
     if running and rig.speed_known:
         s = _with_speeds(sc, placement, s, running)
     if not s.starts or s.marginal(int(runtime.pool_spread_mib * 1024**2)):
@@ -82,25 +125,70 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
     return s
 
 
+def request_length(sc: Scenario) -> int:
+    """Tokens one request holds at its end: its prompt and its output (`--output-tokens`), at most the context;
+    without an output length, the whole context (every request may reach --max-model-len)."""
+    out = sc.options.output_tokens
+    if out is None:
+        return sc.ctx
+    return max(min(sc.options.prompt_tokens + out, sc.ctx), 1)
+
+
+def _held(sc: Scenario, length: int) -> float:
+    """Tokens a request holds on average over its life: prompt and half its output (`length` without one)."""
+    if sc.options.output_tokens is None:
+        return float(length)
+    prompt = min(sc.options.prompt_tokens, length)
+    return prompt + (length - prompt) / 2
+
+
 def _with_speeds(sc: Scenario, placement: Placement, s: Serving, running: int) -> Serving:
-    """Time to first token and decode speeds of `running` requests served at once."""
-    options, ctx = sc.options, sc.ctx
-    pre = spd.prefill_time(sc, placement, options.prompt_tokens)
-    lt = link_times(sc, placement, options.prompt_tokens, 1)
+    """Time to first token and decode speeds of `running` requests served at once, each of its real length."""
+    options, length = sc.options, s.request_length_tokens
+    prompt = min(options.prompt_tokens, length)
+    output = max(length - prompt, 1)
+    pre = spd.prefill_time(sc, placement, prompt)
+    lt = link_times(sc, placement, prompt, 1)
     ttft = pre.total_s + (lt.prefill_s if lt else 0.0)
-    # each running request reads its own KV cache, on average half of its context
-    kv = [int(d.kv_cache_bytes * running * 0.5) for d in placement.devices]
+    # each running request reads its own KV cache: its prompt and, on average, half of its output
+    depth = (prompt + output / 2) / max(sc.ctx, 1)
+    kv = [int(d.kv_cache_bytes * running * depth) for d in placement.devices]
     # under sustained load each finished request is replaced by a new one, whose prompt is computed
     # (chunked prefill) in the steps the other streams decode: (running - 1) x prompt / output tokens
     # a step on top of the `running` decode tokens (what makes a large batch compute-bound)
-    output = max(ctx - options.prompt_tokens, 1)
-    prefill = (running - 1) * min(options.prompt_tokens, ctx) / output
+    prefill = (running - 1) * prompt / output
     step = spd.decode_step(sc, placement, kv_depth_bytes=kv, streams=running, tokens=running + prefill)
-    lt_dec = link_times(sc, placement, options.prompt_tokens, running)
+    lt_dec = link_times(sc, placement, prompt, running)
     step_s = step.total_s + (lt_dec.decode_s if lt_dec else 0.0)
-    return replace(s, ttft_s=round(ttft, 3), ttft_all_s=round(ttft * running, 3),
+    first, wait = _ttft_p50(sc, ttft, step_s, running, output)
+    p50 = first + wait
+    done = min(options.concurrency, running) * output / (first + output * step_s)  # a slot: first token, output
+    return replace(s, ttft_s=round(ttft, 3), ttft_all_s=round(ttft * running, 3), ttft_p50_s=round(p50, 3),
                    aggregate_decode_tokens_per_s=round(running / step_s, 1),
-                   per_stream_decode_tokens_per_s=round(1 / step_s, 1))
+                   per_stream_decode_tokens_per_s=round(1 / step_s, 1),
+                   output_tokens_per_s=round(done, 1) if s.output_tokens else None)
+
+
+def _ttft_p50(sc: Scenario, alone_s: float, step_s: float, running: int, output: int) -> tuple[float, float]:
+    """Median time to first token of a steady closed loop of `--concurrency` clients (`vllm bench serve
+    --max-concurrency`): a new prompt is cut into chunks of the step's token budget (chunked prefill), each
+    chunk riding in a step with the other requests' decode tokens, so each chunk takes at least a decode step;
+    clients beyond the running requests wait for a slot: by Little's law (c - running) / running times a
+    request's time in its slot (its prefill and its `output` decode steps). A prompt that arrives while
+    the others decode waits on average half a step for the scheduler's next one. (time to the first token once
+    in a slot, wait for the slot)."""
+    chunks = -(-sc.options.prompt_tokens // max(_step_budget(sc), 1))
+    # with others decoding, a prompt arrives during a step (on average half-way) and is scheduled in the next
+    prefill = step_s / 2 + max(alone_s, chunks * step_s) if running > 1 else alone_s
+    waiting = max(sc.options.concurrency - running, 0)
+    return prefill, waiting / max(running, 1) * (prefill + output * step_s)
+
+
+def _step_budget(sc: Scenario) -> int:
+    """Tokens one scheduler step computes (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size)."""
+    if sc.options.max_num_batched_tokens:
+        return sc.options.max_num_batched_tokens
+    return Placer(sc).batch_defaults()[0]
 
 
 def remedies(sc: Scenario, placement: Placement) -> tuple[Remedy, ...]:
@@ -128,10 +216,10 @@ def remedies(sc: Scenario, placement: Placement) -> tuple[Remedy, ...]:
     for text, opts in tries:
         p = Placer(replace(sc, options=opts))
         at = p.at(ctx)
-        tokens = pool(at, runtime, ctx)[0] if at.runs else 0
+        tokens = pool(at, runtime, ctx, replace(sc, options=opts))[0] if at.runs else 0
         out.append(Remedy(text, p.max_context(), tokens, at.runs))
     here = Placer(sc)
     base = here.max_context()
     if base and base < ctx and "max_model_len" in names:
-        out.insert(0, Remedy(f"{names['max_model_len']} {base}", base, pool(here.at(base), runtime, base)[0], False))
+        out.insert(0, Remedy(f"{names['max_model_len']} {base}", base, pool(here.at(base), runtime, base, sc.at_context(base))[0], False))
     return tuple(out)

@@ -124,11 +124,15 @@ def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | 
     kv = kv_depth_bytes or [0] * len(placement.devices)
     computed = max(tokens if tokens is not None else streams, streams)
     reads = _active_device_bytes(placement, layout, model, max(int(round(computed)), 1))
+    # a step reads the union of the experts its tokens choose, but each token multiplies only its own k
+    # experts: the FLOPs are per token's active weights (the same for a dense model)
+    per_token = _active_device_bytes(placement, layout, model, 1)
 
     def device_s(i: int, weights: float, kv_bytes: float) -> float:
         g = rig.gpus[i].spec
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
-        flops = 2 * weights / max(quant.bits_per_weight / 8, 1e-9) * computed
+        active = min(weights, per_token[i]) if weights else 0.0
+        flops = 2 * active / max(quant.bits_per_weight / 8, 1e-9) * computed
         return max((weights + kv_bytes) / bw, flops / (g.fp16_tflops * 1e12 * prefill_efficiency(g, quant, rules)))
 
     used = [i for i, d in enumerate(placement.devices) if d.total_bytes]

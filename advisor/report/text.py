@@ -129,12 +129,19 @@ def document(r: Report) -> list[Section]:
                              f"{'s' if len(v.devices) > 1 else ''}, {v.memory_fraction:g} of each)"),
                  (f"requests of {v.request_tokens:,} tokens at once", f"{v.max_concurrency:.2f}"),
                  ("requested / running / queued", f"{v.requested} / {v.running} / {v.queued}")]
+        if r.options.output_tokens is not None:
+            srows.insert(2, ("request length", f"{v.request_length_tokens:,} tokens ({r.options.prompt_tokens:,} "
+                                               f"prompt + {v.output_tokens:,} output)"))
         if v.ttft_s is not None:
             srows.append((f"time to first token ({r.options.prompt_tokens:,} tokens)",
                           f"{v.ttft_s:.2f} s alone, {v.ttft_all_s:.2f} s for the last of {v.running}"))
+        if v.ttft_p50_s is not None and v.requested > 1:
+            srows.append((f"median TTFT, {v.requested} clients", f"{v.ttft_p50_s:.2f} s"))
         if v.aggregate_decode_tokens_per_s:
             srows.append((f"decode, {v.running} running", f"{rate(v.aggregate_decode_tokens_per_s)} total, "
                                                           f"{rate(v.per_stream_decode_tokens_per_s)} each"))
+        if v.output_tokens_per_s and v.requested > 1:
+            srows.append(("output token throughput", f"{rate(v.output_tokens_per_s)} (TTFT included)"))
         secs.append(Section("Serving", tuple(srows), lines=(v.basis + ".",)))
     i = r.interconnect
     secs.append(Section("Interconnect", (("NVLink", i.nvlink.replace("_", " ")),

@@ -34,6 +34,7 @@ def staged(p: PlacerBase, ctx: int) -> Placement:
         layers = range(start, start + count)
         start += count
         w = sum(lay.layer_bytes[il] for il in layers)
+        e = sum(lay.expert_bytes[il] for il in layers)  # what a token reads only k of E of
         if s_i == 0:
             w += lay.embed_bytes
         if s_i == pp - 1 and not (m.tied_embeddings and pp == 1):
@@ -48,7 +49,7 @@ def staged(p: PlacerBase, ctx: int) -> Placement:
             devices.append(DeviceUse(g.label, g.name or g.spec.name, gw - moved, int(k),
                                      p._overhead(ctx, holds_output=(s_i == pp - 1),
                                                     heads=m.attention_heads // tp, gpu=i),
-                                     p.caps[i], count, s_i == pp - 1))
+                                     p.caps[i], count, s_i == pp - 1, max(int(e / tp) - moved, 0)))
     for g in p.rig.gpus[tp * pp:]:  # GPUs the run does not use
         devices.append(DeviceUse(g.label, g.name or g.spec.name, 0, 0, 0, p.caps[len(devices)], 0))
     host = p._host(host_w, 0, 0)
