@@ -57,14 +57,19 @@ class Scenario(Record):
             changes["ctx"] = ctx
         if options:
             changes["options"] = replace(self.options, **options)
-        return replace(self, **changes) if changes else self
+        return self._copy(changes) if changes else self
 
     def with_rules(self, rules: Rulebook) -> Scenario:
-        """The same scenario under another rulebook, built without dataclasses.replace (bench/calibrate.py asks
-        for one per row for every rulebook it tries: millions)."""
+        """The same scenario under another rulebook (bench/calibrate.py asks for one per row for every rulebook it
+        tries: millions)."""
+        return self._copy({"rules": rules})
+
+    def _copy(self, changes: dict) -> Scenario:
+        """A copy with `changes`, built without dataclasses.replace's field-by-field construction: the engine
+        derives thousands of scenarios per answer. The fields stay frozen (Record.__setattr__)."""
         new = object.__new__(Scenario)
         new.__dict__.update(self.__dict__)
-        new.__dict__["rules"] = rules
+        new.__dict__.update(changes)
         return new
 
     def with_options(self, **changes) -> Scenario:

@@ -24,6 +24,10 @@ class PlacerBase:
         rig, runtime, options, rules = s.rig, s.runtime, s.options, s.rules
         self.caps = usable_capacity(rig, runtime, rules, memory_fraction(runtime, options, rig_capacities(rig)))
         self.family = family_of(runtime)
+        self.kv_sequences = self.family.kv_sequences(options)
+        """Sequences whose KV cache a placement holds (its family's answer for these options)."""
+        self._kv_at: dict[int, tuple[int, ...]] = {}
+        self._overhead_at: dict[tuple, int] = {}
         ts = options.tensor_split
         if ts is not None and len(ts) != len(self.caps):
             ts = None  # a split for another number of GPUs: by memory (the engine's callers check it)
@@ -58,7 +62,7 @@ class PlacerBase:
         shared by all when the cache is unified."""
         cells = mem.kv_cells(ctx, self.runtime, self.rules)
         # A paged pool starts when one request of the full context fits; the rest of it is shared by all.
-        n = self.family.kv_sequences(self.options)
+        n = self.kv_sequences
         return (cells * n, 1, n) if self.kv_unified else (cells, n, 1)
 
     def _swa_cells(self, ctx: int) -> int:
@@ -66,15 +70,27 @@ class PlacerBase:
         return mem.swa_kv_cells(self.model, self.runtime, span, seqs, self.ubatch, self.options.swa_full)
 
     def kv_per_layer(self, ctx: int) -> tuple[int, ...]:
-        """KV cache bytes of each layer for `concurrency` sequences of `ctx` tokens (one, for a paged pool)."""
-        span, streams, _ = self._streams(ctx)
-        return mem.kv_bytes_per_layer(self.model, span, self.options.kv_type, self.rules, streams,
-                                      swa_cells=self._swa_cells(ctx))
+        """KV cache bytes of each layer for `concurrency` sequences of `ctx` tokens (one, for a paged pool).
+        Kept per context: a placement search asks for the same context many times (-ngl bisection, expert fill)."""
+        kv = self._kv_at.get(ctx)
+        if kv is None:
+            span, streams, _ = self._streams(ctx)
+            kv = self._kv_at[ctx] = mem.kv_bytes_per_layer(self.model, span, self.options.kv_type, self.rules,
+                                                           streams, swa_cells=self._swa_cells(ctx))
+        return kv
 
     _kv = kv_per_layer
 
     def _overhead(self, ctx: int, holds_output: bool, heads: int | None = None, gpu: int = 0) -> int:
-        """Runtime context (discrete GPUs only) plus the compute buffer on one GPU."""
+        """Runtime context (discrete GPUs only) plus the compute buffer on one GPU (kept per arguments, as
+        `kv_per_layer` is)."""
+        key = (ctx, holds_output, heads, gpu)
+        got = self._overhead_at.get(key)
+        if got is None:
+            got = self._overhead_at[key] = self._overhead_of(ctx, holds_output, heads, gpu)
+        return got
+
+    def _overhead_of(self, ctx: int, holds_output: bool, heads: int | None, gpu: int) -> int:
         span, streams, seqs_per_stream = self._streams(ctx)
         if self.runtime.fraction_of_free and self.rig.gpus:
             # only weights and KV cache live in its fraction; activations, CUDA graphs and request tables
