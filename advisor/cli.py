@@ -85,6 +85,17 @@ def _as_typed(make) -> type[argparse.Action]:
     return type("_AsTyped", (_AsTyped,), {"check": staticmethod(lambda text, flag: make(flag)(text))})
 
 
+def _numeric_args(g, group: str) -> None:
+    """The numeric options of one group, as advisor/engine/optiontable.py declares them (flags, bounds, default,
+    help): parsed by the one bounded number parser, an error naming the flag as typed."""
+    from advisor.engine.optiontable import for_group, parse
+
+    for d in for_group(group):
+        check = (lambda d: lambda text, flag: parse(d, text, flag))(d)
+        g.add_argument(*d.flags, dest=d.dest, default=d.default, metavar=d.metavar, help=d.help,
+                       action=type("_AsTyped", (_AsTyped,), {"check": staticmethod(check)}))
+
+
 def _output_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("output")
     g.add_argument("--format", choices=("text", "json", "markdown"), default=None, help="output format (default text)")
@@ -109,7 +120,7 @@ def _rig_args(p: argparse.ArgumentParser) -> None:
 
 
 def _model_args(p: argparse.ArgumentParser, model: bool = True, optional: bool = False) -> None:
-    from advisor.engine.options import DEFAULT_CTX, DEFAULT_PROMPT_TOKENS, WORKLOADS
+    from advisor.engine.options import WORKLOADS
 
     if model:
         p.add_argument("model", metavar="MODEL", nargs="?" if optional else None,
@@ -118,15 +129,8 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True, optional: bool =
     g = p.add_argument_group("model options")
     g.add_argument("--quant", metavar="Q", help="quantization id, e.g. Q4_K_M, Q8_0, F16, fp8, awq, exl2-4.65 "
                                                   "(default: the best quality that fits, said so)")
-    g.add_argument("--ctx", "--max-model-len", "--context-length", dest="ctx",
-                   action=_as_typed(lambda flag: _whole(flag, 100_000_000)), metavar="N",
-                   help=f"context tokens to allocate KV cache for (default {DEFAULT_CTX}, capped at the model's max)")
-    g.add_argument("--prompt-tokens", type=_whole("--prompt-tokens", 100_000_000), default=DEFAULT_PROMPT_TOKENS,
-                   metavar="N",
-                   help=f"prompt length for the prefill estimate (default {DEFAULT_PROMPT_TOKENS})")
-    g.add_argument("--output-tokens", type=_whole("--output-tokens", 100_000_000), default=None, metavar="N",
-                   help="tokens each request generates (default: the rest of --ctx); with --prompt-tokens, the "
-                        "real request length a paged server (vLLM, SGLang) fits in its pool")
+    _numeric_args(g, "model")
+    _numeric_args(g, "training")
     g.add_argument("--kv-cache", "--kv-cache-dtype", dest="kv_cache", type=_kv_type, default=None,
                    metavar="TYPE", help="KV cache type: f16, q8_0, q4_0; fp8 for vLLM (default: f16, or q8_0 "
                                         "where that fits a better quantization)")
@@ -140,14 +144,8 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True, optional: bool =
     g.add_argument("--split", choices=("layer", "tensor", "row"), default=None,
                    help="multi-GPU split (default: the runtime's: layer for llama.cpp/ollama/exllamav2, tensor for vllm); "
                         "row: llama.cpp's older -sm row (gone from CUDA/ROCm builds since July 2026)")
-    g.add_argument("--concurrency", type=_whole("--concurrency", 65_536), default=1,
-                   metavar="N", help="sequences decoded at once (default 1)")
     g.add_argument("--workload", default="inference",
                    metavar="W", help=f"one of {', '.join(WORKLOADS)} (default inference)")
-    g.add_argument("--batch-size", type=_whole("--batch-size", 1_000_000), default=1,
-                   metavar="N", help="training: sequences per GPU per step")
-    g.add_argument("--seq-len", type=_whole("--seq-len", 100_000_000), default=2048,
-                   metavar="N", help="training: tokens per sequence")
     g.add_argument("--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false",
                    help="training: store every layer's activations (checkpointing is on by default, as in every trainer)")
     g.add_argument("--optimizer", metavar="OPT",
@@ -155,14 +153,10 @@ def _model_args(p: argparse.ArgumentParser, model: bool = True, optional: bool =
     g.add_argument("--sharding", default="auto", metavar="S",
                    help="training on several GPUs: auto (default: the least that fits), ddp, zero1, zero2, "
                         "zero3 or fsdp (FSDP+QLoRA for qlora)")
-    g.add_argument("--lora-rank", type=_whole("--lora-rank", 65_536), metavar="R",
-                   help="training: LoRA rank on every linear layer (default 16)")
     g.add_argument("--flash-attn", nargs="?", const="on", default="auto", choices=("auto", "on", "off"),
                    metavar="auto|on|off",
                    help="flash attention as llama.cpp's -fa (default auto: on where the GPU's backend runs it, as "
                         "llama.cpp does since 2025); a bare --flash-attn means on. A quantized V cache needs it")
-    g.add_argument("--ubatch", type=_whole("--ubatch", 1_000_000), default=None, metavar="N",
-                   help="micro-batch tokens (llama.cpp -ub, default 512): it sizes the compute buffers")
 
 
 def _image_args(p: argparse.ArgumentParser) -> None:
@@ -189,22 +183,9 @@ def _kv_type(text: str) -> str:
 def _serving_args(p: argparse.ArgumentParser) -> None:
     """Paged-KV runtimes' own options (vLLM's names; SGLang's equivalents), for check and the app."""
     g = p.add_argument_group("serving options (vLLM / SGLang)")
-    g.add_argument("--gpu-memory-utilization", "--mem-fraction-static", dest="gpu_memory_utilization",
-                   action=_as_typed(lambda flag: _positive(flag, 1.0)), metavar="F",
-                   help="fraction of each GPU the runtime reserves (vLLM default 0.9)")
-    g.add_argument("--max-num-seqs", "--max-running-requests", dest="max_num_seqs",
-                   action=_as_typed(lambda flag: _whole(flag, 65_536)), metavar="N", help="most requests decoded at once")
+    _numeric_args(g, "serving")
     g.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager", action="store_true",
                    help="no CUDA graphs: their memory goes to the KV pool")
-    g.add_argument("--cpu-offload-gb", type=_positive("--cpu-offload-gb", 100_000), metavar="GB",
-                   help="GiB of weights per GPU kept in system RAM")
-    g.add_argument("--max-num-batched-tokens", "--chunked-prefill-size", dest="max_num_batched_tokens",
-                   action=_as_typed(lambda flag: _whole(flag, 1_048_576)), metavar="N",
-                   help="tokens per prefill step (vLLM's profile batch; SGLang's chunk, which also sets its default memory fraction)")
-    g.add_argument("--tensor-parallel-size", "--tp-size", "--tp", dest="tensor_parallel_size",
-                   action=_as_typed(lambda flag: _whole(flag, 4096)), metavar="N", help="GPUs per layer")
-    g.add_argument("--pipeline-parallel-size", "--pp-size", dest="pipeline_parallel_size",
-                   action=_as_typed(lambda flag: _whole(flag, 4096)), metavar="N", help="pipeline stages")
 
 
 def build_parser(only: str | None = None) -> Parser:

@@ -30,8 +30,11 @@ def parse_int(text: str, what: str, lo: int, hi: int, suffixes: bool = False) ->
         raise AdvisorError(f"{what} {_show(text)} is out of range", f"use {lo:,} to {hi:,}")
     if _INT.fullmatch(t):
         value = int(t.replace("_", "").replace(",", "")) * mult
-    elif mult > 1 and _FLOAT.fullmatch(t) and any(c.isdigit() for c in t):
-        value = int(float(t) * mult)
+    elif mult > 1 and _FLOAT.fullmatch(t) and _float_or_none(t) is not None:
+        scaled = _float_or_none(t) * mult
+        if not math.isfinite(scaled) or not lo <= scaled <= hi:  # 1e308k: no whole number to make of it
+            raise AdvisorError(f"{what} {_show(text)} is out of range", f"use {lo:,} to {hi:,}")
+        value = int(scaled)
     else:
         raise AdvisorError(f"{what} {_show(text)} is not a whole number", "e.g. 8192" + (" or 8k" if suffixes else ""))
     if not lo <= value <= hi:
@@ -39,12 +42,21 @@ def parse_int(text: str, what: str, lo: int, hi: int, suffixes: bool = False) ->
     return value
 
 
+def _float_or_none(t: str) -> float | None:
+    """`t` as a float, or None where Python cannot read it (`.e5` matches the pattern but is no number)."""
+    try:
+        return float(t.replace("_", ""))
+    except ValueError:
+        return None
+
+
 def parse_float(text: str, what: str, lo: float, hi: float, lo_open: bool = False) -> float:
     """`text` as a finite number from `lo` (excluded with `lo_open`) to `hi`."""
     t = str(text).strip()
-    if len(t) > MAX_DIGITS + 8 or not _FLOAT.fullmatch(t) or not any(c.isdigit() for c in t):
+    value = _float_or_none(t) if len(t) <= MAX_DIGITS + 8 and _FLOAT.fullmatch(t) else None
+    if value is None or not any(c.isdigit() for c in t):
         raise AdvisorError(f"{what} {_show(text)} is not a number", "e.g. 10 or 2.5")
-    return check_number(float(t.replace("_", "")), what, lo, hi, lo_open)
+    return check_number(value, what, lo, hi, lo_open)
 
 
 def check_number(value: float, what: str, lo: float, hi: float, lo_open: bool = False) -> float:

@@ -6,30 +6,20 @@ import argparse
 
 
 def options_from(args: argparse.Namespace):
+    from advisor.engine.optiontable import OPTIONS
     from advisor.engine.options import Options
 
-    return Options(quant=args.quant, ctx=args.ctx, prompt_tokens=args.prompt_tokens,
-                   output_tokens=getattr(args, "output_tokens", None),
-                   kv_type=(args.kv_cache or "f16").lower(), kv_fixed=args.kv_cache is not None,
+    numbers = {d.dest: getattr(args, d.dest) for d in OPTIONS if getattr(args, d.dest, None) is not None}
+    return Options(quant=args.quant, kv_type=(args.kv_cache or "f16").lower(), kv_fixed=args.kv_cache is not None,
                    min_quality=args.min_quality, allow_low_bit=args.allow_low_bit,
                    min_tps=getattr(args, "min_tps", None) if getattr(args, "command", None) in ("check", "fit") else None,
-                   runtime=args.runtime.lower(), split=args.split, concurrency=args.concurrency,
-                   workload=args.workload.lower(), flash_attn=args.flash_attn,
-                   ubatch=getattr(args, 'ubatch', None),
-                   batch_size=args.batch_size, seq_len=args.seq_len,
-                   gradient_checkpointing=args.gradient_checkpointing, optimizer=args.optimizer,
-                   sharding=args.sharding.lower(), lora_rank=args.lora_rank,
-
-                   memory_fraction=getattr(args, "gpu_memory_utilization", None),
-                   max_num_seqs=getattr(args, "max_num_seqs", None),
-                   max_num_batched_tokens=getattr(args, "max_num_batched_tokens", None),
+                   runtime=args.runtime.lower(), split=args.split, workload=args.workload.lower(),
+                   flash_attn=args.flash_attn, gradient_checkpointing=args.gradient_checkpointing,
+                   optimizer=args.optimizer, sharding=args.sharding.lower(),
                    enforce_eager=getattr(args, "enforce_eager", False),
-                   cpu_offload_gb=getattr(args, "cpu_offload_gb", None) or 0.0,
-                   tensor_parallel=getattr(args, "tensor_parallel_size", None),
-                   pipeline_parallel=getattr(args, "pipeline_parallel_size", None),
                    mmproj=getattr(args, "mmproj", None),
                    mmproj_offload=not getattr(args, "no_mmproj_offload", False),
-                   mm_limit=_mm_limit(args))
+                   mm_limit=_mm_limit(args), **numbers)
 
 
 def _mm_limit(args: argparse.Namespace) -> int | None:
@@ -153,7 +143,7 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
     model and its quant) or -hf; every setting the command states, the rest from the other options."""
     import os
 
-    from advisor.engine.launch import model_flags, options_from_command, parse_command, quant_in_name
+    from advisor.engine.launch import CommandTarget, model_flags, options_from_command, parse_command, quant_in_name
     from advisor.errors import AdvisorError
 
     explicit_runtime = args.runtime.lower() if args.runtime.lower() != "llama.cpp" else None
@@ -206,8 +196,7 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
     layout = loaded or weights_layout(spec, resolve_quant(catalog, quant) if quant else
                                       next(iter(catalog.quants.values())))
     moe = tuple(il for il, b in enumerate(layout.expert_bytes) if b) if spec.is_moe else ()
-    options = options_from_command(parsed, options_from(args), n_layers=spec.layers, moe_layers=moe,
-                                   max_context=spec.max_context, n_gpus=len(rig.gpus), quant=quant,
-                                   row_split=bool(parsed.runtime in catalog.runtimes
-                                                  and catalog.runtimes[parsed.runtime].row_split))
+    target = CommandTarget(spec.layers, moe, spec.max_context, len(rig.gpus), quant,
+                           bool(parsed.runtime in catalog.runtimes and catalog.runtimes[parsed.runtime].row_split))
+    options = options_from_command(parsed, options_from(args), target)
     return model, options

@@ -18,6 +18,7 @@ from advisor.engine.findings import run_rules
 from advisor.engine.launch import launch_for
 from advisor.engine.loaded import LoadedModel
 from advisor.engine.options import FLASH_ATTN, KV_TYPES, SPLITS, WORKLOADS, Options
+from advisor.engine.optiontable import MAX_REQUESTS, OPTIONS, check_value, given
 from advisor.engine.placement import Placement, Placer
 from advisor.engine.quants import fallback_quant, quant_ladder, resolve_quant
 from advisor.engine.result import Interconnect, Report, SplitChoice, WhatIf
@@ -29,9 +30,6 @@ from advisor.record import Record, record
 __all__ = ["Pick", "check_options", "check_runtime_hardware", "decode_seconds", "estimate_speed", "evaluate",
            "fallback_quant", "interconnect_verdict", "prefill_seconds", "quant_ladder", "resolve_quant"]
 
-MAX_CTX = 16 * 1024 * 1024
-MAX_CONCURRENCY = 4096
-MAX_PROMPT = 16 * 1024 * 1024
 
 
 def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
@@ -52,34 +50,9 @@ def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
     if options.flash_attn == "off" and options.kv_type != "f16" and runtime.kv_quant_needs_flash_attention:
         raise AdvisorError(f"{runtime.name} needs flash attention for a {options.kv_type} V cache",
                            "drop --flash-attn off, or use --kv-cache f16")
-    if options.ubatch is not None and not 1 <= options.ubatch <= MAX_CTX:
-        raise AdvisorError(f"--ubatch {options.ubatch} is out of range", f"use 1 to {MAX_CTX}")
     if options.workload not in WORKLOADS:
         raise AdvisorError(f"unknown workload {options.workload!r}", f"use one of: {', '.join(WORKLOADS)}")
-    if options.ctx is not None and not 1 <= options.ctx <= MAX_CTX:
-        raise AdvisorError(f"--ctx {options.ctx} is out of range", f"use 1 to {MAX_CTX}")
-    if not 1 <= options.concurrency <= MAX_CONCURRENCY:
-        raise AdvisorError(f"--concurrency {options.concurrency} is out of range", f"use 1 to {MAX_CONCURRENCY}")
-    if not 1 <= options.prompt_tokens <= MAX_PROMPT:
-        raise AdvisorError(f"--prompt-tokens {options.prompt_tokens} is out of range", f"use 1 to {MAX_PROMPT}")
-    names = runtime.option_names
-    for given, key, what in ((options.memory_fraction, "memory_fraction", "a memory fraction"),
-                             (options.max_num_batched_tokens, "max_num_batched_tokens", "a batched-token budget"),
-                             (options.max_num_seqs, "max_num_seqs", "a cap on requests per step"),
-                             (options.enforce_eager or None, "eager", "an eager mode"),
-                             (options.cpu_offload_gb or None, "cpu_offload_gb", "--cpu-offload-gb"),
-                             (options.tensor_parallel, "tensor_parallel", "a tensor-parallel size"),
-                             (options.pipeline_parallel, "pipeline_parallel", "a pipeline-parallel size")):
-        if given is not None and key not in names:
-            raise AdvisorError(f"{runtime.name} has no option for {what}",
-                               f"runtimes that have one: {', '.join(r.id for r in catalog.runtimes.values() if key in r.option_names)}")
-    if options.memory_fraction is not None and not 0.05 <= options.memory_fraction <= 1.0:
-        raise AdvisorError(f"memory fraction {options.memory_fraction:g} is out of range", "use 0.05 to 1.0")
-    if not 0 <= options.cpu_offload_gb <= 100_000:
-        raise AdvisorError(f"--cpu-offload-gb {options.cpu_offload_gb:g} is out of range", "use 0 to 100000")
-    for n, what in ((options.tensor_parallel, "tensor"), (options.pipeline_parallel, "pipeline"), (options.max_num_seqs, "max-num-seqs")):
-        if n is not None and not 1 <= n <= MAX_CONCURRENCY:
-            raise AdvisorError(f"--{what} size {n} is out of range", f"use 1 to {MAX_CONCURRENCY}")
+    _check_numbers(catalog, runtime, options)
     if options.mm_limit != 0 and (options.mmproj or (options.vision_tower is not None
                                                      and options.vision_tower.source == "mmproj")):
         vis = catalog.rules.vision.by_runtime.get(runtime.vision_terms)
@@ -91,9 +64,23 @@ def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
                                f"from the model's own checkpoint" if takers else "drop --mmproj")
         if options.vision_tower is None:
             raise AdvisorError(f"--mmproj {options.mmproj}: the file was not read", "pass it on the command line")
-    if options.mm_limit is not None and not 0 <= options.mm_limit <= MAX_CONCURRENCY:
-        raise AdvisorError(f"--limit-mm-per-prompt {options.mm_limit} is out of range", f"use 0 to {MAX_CONCURRENCY}")
+    if options.mm_limit is not None and not 0 <= options.mm_limit <= MAX_REQUESTS:
+        raise AdvisorError(f"--limit-mm-per-prompt {options.mm_limit} is out of range", f"use 0 to {MAX_REQUESTS}")
     return runtime
+
+
+def _check_numbers(catalog: Catalog, runtime: RuntimeSpec, options: Options) -> None:
+    """Every numeric option within its bounds and taken by this runtime (advisor/engine/optiontable.py)."""
+    for d in OPTIONS:
+        value = getattr(options, d.dest)
+        if value is not None:
+            check_value(d, value)
+        if d.runtime_option and given(d, value) and d.runtime_option not in runtime.option_names:
+            takers = [r.id for r in catalog.runtimes.values() if d.runtime_option in r.option_names]
+            raise AdvisorError(f"{runtime.name} has no option {d.flags[0]}", f"runtimes that have one: {', '.join(takers)}")
+    if options.enforce_eager and "eager" not in runtime.option_names:
+        takers = [r.id for r in catalog.runtimes.values() if "eager" in r.option_names]
+        raise AdvisorError(f"{runtime.name} has no option --enforce-eager", f"runtimes that have one: {', '.join(takers)}")
 
 
 def check_runtime_hardware(runtime: RuntimeSpec, rig: Rig) -> None:

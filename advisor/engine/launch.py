@@ -112,42 +112,56 @@ def launchers_for(rules: LaunchRules, runtime: str) -> list[str]:
 
 # --- out: the command for an answer ------------------------------------------------------------
 
-def settings_for(*, model_file: str, ctx: int, concurrency: int, kv_unified: bool, n_layers: int,
-                 gpu_layers_arg: int, split_mode: str | None, tensor_split: tuple[float, ...] | None,
-                 cpu_expert_set: tuple[int, ...], moe_layers: tuple[int, ...], flash_attention: bool,
-                 kv_type: str, ubatch: int | None, swa_full: bool, prompt_tokens: int) -> dict[str, str | None]:
-    """The answer's settings by name (None: not written, the program's default is the answer's)."""
-    cpu = sorted(cpu_expert_set)
-    n_cpu_moe = cpu_moe = override = None
-    if cpu and cpu == list(moe_layers):
-        cpu_moe = ""
-    elif cpu and cpu == [il for il in moe_layers if il <= cpu[-1]]:  # --n-cpu-moe N: blk.0 .. N-1
-        n_cpu_moe = str(cpu[-1] + 1)
+def _expert_flags(placement) -> dict[str, str | None]:
+    """The routed experts the placement keeps in system RAM, as llama.cpp says it most simply: --cpu-moe (all),
+    --n-cpu-moe N (the first N layers), else -ot naming the layers."""
+    layout = placement.layout
+    moe = [il for il, b in enumerate(layout.expert_bytes) if b] if layout is not None else []
+    cpu = sorted(placement.cpu_expert_set)
+    out: dict[str, str | None] = {"cpu_moe": None, "n_cpu_moe": None, "override_tensor": None}
+    if cpu and cpu == moe:
+        out["cpu_moe"] = ""
+    elif cpu and cpu == [il for il in moe if il <= cpu[-1]]:  # --n-cpu-moe N: blk.0 .. N-1
+        out["n_cpu_moe"] = str(cpu[-1] + 1)
     elif cpu:
-        override = "blk\\.(" + "|".join(str(i) for i in cpu) + ")\\.ffn_(up|down|gate)_exps\\.=CPU"
-    main_gpu = None
-    if split_mode is None and tensor_split and len(tensor_split) > 1 and sorted(tensor_split)[-2] == 0:
-        # everything on one GPU of several: llama.cpp's -sm none on that main GPU (-mg), no split at all
+        out["override_tensor"] = "blk\\.(" + "|".join(str(i) for i in cpu) + ")\\.ffn_(up|down|gate)_exps\\.=CPU"
+    return out
+
+
+def _split_flags(placement, tensor_split: tuple[float, ...] | None) -> dict[str, str | None]:
+    """-sm, -mg and -ts: llama.cpp's meta device is -sm tensor; every other tensor split is written as a row split
+    (-sm row; TabbyAPI's --tensor-parallel True reads it so); everything on one GPU of several is -sm none on that
+    main GPU (-mg), with no split at all."""
+    split_mode = main_gpu = None
+    if placement.strategy == "tensor_parallel":
+        split_mode = "tensor" if placement.split_kind == "meta" else "row"
+    elif tensor_split and len(tensor_split) > 1 and sorted(tensor_split)[-2] == 0:
         split_mode, main_gpu = "none", str(max(range(len(tensor_split)), key=lambda i: tensor_split[i]))
         tensor_split = None
+    return {"split_mode": split_mode, "main_gpu": main_gpu,
+            "tensor_split": ",".join(f"{x:g}" for x in tensor_split) if tensor_split else None}
+
+
+def settings_for(sc, placement, placer, model_file: str) -> dict[str, str | None]:
+    """The answer's settings by name (None: not written, the program's default is the answer's)."""
+    options, ctx = sc.options, sc.ctx
+    ngl = 0 if placement.strategy == "cpu_only" else \
+        placement.gpu_layers if placement.strategy == "cpu_offload" else sc.model.layers + 1
+    kv = options.kv_type if options.kv_type != "f16" else None
     return {
         "model": model_file,
-        "ctx_total": str(ctx * concurrency),
-        "parallel": str(concurrency),
-        "kv_unified": "" if kv_unified else None,
-        "n_gpu_layers": str(gpu_layers_arg),
-        "split_mode": split_mode,
-        "main_gpu": main_gpu,
-        "tensor_split": ",".join(f"{x:g}" for x in tensor_split) if tensor_split else None,
-        "cpu_moe": cpu_moe,
-        "n_cpu_moe": n_cpu_moe,
-        "override_tensor": override,
-        "flash_attn": "on" if flash_attention else "off",
-        "cache_type_k": kv_type if kv_type != "f16" else None,
-        "cache_type_v": kv_type if kv_type != "f16" else None,
-        "ubatch": str(ubatch) if ubatch else None,
-        "swa_full": "" if swa_full else None,
-        "n_prompt": str(prompt_tokens),
+        "ctx_total": str(ctx * options.concurrency),
+        "parallel": str(options.concurrency),
+        "kv_unified": "" if placer.kv_unified else None,
+        "n_gpu_layers": str(ngl),
+        **_split_flags(placement, options.tensor_split),
+        **_expert_flags(placement),
+        "flash_attn": "on" if placer.flash_attention else "off",
+        "cache_type_k": kv,
+        "cache_type_v": kv,
+        "ubatch": str(options.ubatch) if options.ubatch else None,
+        "swa_full": "" if options.swa_full else None,
+        "n_prompt": str(options.prompt_tokens),
         "n_gen": "128",
         "ctx_per_seq": str(ctx),
     }
@@ -317,12 +331,23 @@ def _example(kind: str) -> str:
 
 
 def _int(parsed: ParsedCommand, name: str, lo: int, hi: int) -> int | None:
+    """A whole-number setting the option table does not declare (a count of layers, the whole cache)."""
     text = parsed.get(name)
     if text is None:
         return None
     from advisor.numbers import parse_int
 
     return parse_int(text, f"--cmd {name}", lo, hi, suffixes=True)
+
+
+def _setting(parsed: ParsedCommand, name: str, d):
+    """Setting `name` as option `d` of the option table takes it, within its bounds (None: not in the command)."""
+    text = parsed.get(name)
+    if text is None:
+        return None
+    from advisor.engine.optiontable import parse
+
+    return parse(d, text, f"--cmd {name}")
 
 
 # -ot patterns come from the user's command line and are matched against every expert tensor name: RE2
@@ -384,29 +409,53 @@ def quant_in_name(file_name: str, quant_ids: list[str]) -> tuple[str, str | None
     return stem, None
 
 
-def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_layers: tuple[int, ...],
-                         max_context: int, n_gpus: int, quant: str | None, row_split: bool = False):
+@record
+class CommandTarget(Record):
+    """What the `--cmd` reader needs to know of the model and rig the command line runs."""
+
+    n_layers: int
+    moe_layers: tuple[int, ...]
+    """Layers with routed experts (what -ot / --n-cpu-moe can move)."""
+    max_context: int
+    n_gpus: int
+    quant: str | None = None
+    row_split: bool = False
+    """The runtime has `-sm row` as a mode of its own besides `-sm tensor` (llama.cpp)."""
+
+
+def options_from_command(parsed: ParsedCommand, base, target: CommandTarget):
     """The engine's Options for exactly the parsed configuration (`base` supplies what a command line
-    cannot say: the workload, the prompt length unless llama-bench gives it). `row_split`: the runtime has
-    `-sm row` as a mode of its own besides `-sm tensor` (llama.cpp)."""
+    cannot say: the workload, the prompt length unless llama-bench gives it)."""
     from dataclasses import replace
 
-    from advisor.engine.options import KV_TYPES
-
     changes: dict = {"runtime": parsed.runtime, "command_notes": parsed.notes}
-    if quant:
-        changes["quant"] = quant
-    np_ = _int(parsed, "parallel", 1, 4096)
+    if target.quant:
+        changes["quant"] = target.quant
+    _context_settings(parsed, target, changes)
+    _number_settings(parsed, changes)
+    _cache_settings(parsed, changes)
+    _vision_settings(parsed, changes)
+    parsed = _split_settings(parsed, target, changes)
+    _expert_settings(parsed, target, changes)
+    return replace(base, **changes)
+
+
+def _context_settings(parsed: ParsedCommand, target: CommandTarget, changes: dict) -> None:
+    """Sequences (-np), a unified cache, the context per sequence and the prompt length."""
+    from advisor.engine.optiontable import MAX_TOKENS, option
+
+    np_ = _setting(parsed, "parallel", option("concurrency"))
     if "parallel" in parsed.declared or not parsed.declared:
         changes["concurrency"] = np_ = np_ or 1
     else:  # a paged server: requests at once are the workload's (--concurrency), not the command's
         np_ = 1
     if "kv_unified" in parsed.declared or not parsed.declared:
         changes["kv_unified"] = parsed.get("kv_unified") is not None
-    total = _int(parsed, "ctx_total", 0, 16 * 1024 * 1024)
-    per_seq = _int(parsed, "ctx_per_seq", 1, 16 * 1024 * 1024) or _int(parsed, "max_model_len", 1, 16 * 1024 * 1024)
-    n_prompt = _int(parsed, "n_prompt", 0, 16 * 1024 * 1024)
-    n_gen = _int(parsed, "n_gen", 0, 16 * 1024 * 1024)
+    total = _int(parsed, "ctx_total", 0, MAX_TOKENS)
+    per_seq = next((v for v in (_setting(parsed, name, option("ctx")) for name in option("ctx").cmd)
+                    if v is not None), None)
+    n_prompt = _int(parsed, "n_prompt", 0, MAX_TOKENS)
+    n_gen = _int(parsed, "n_gen", 0, MAX_TOKENS)
     if per_seq is not None:
         changes["ctx"] = per_seq
     elif total:
@@ -414,9 +463,26 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
     elif n_prompt is not None or n_gen is not None:  # llama-bench: one sequence of prompt + generated tokens
         changes["ctx"] = max((n_prompt or 0) + (n_gen if n_gen is not None else 128), 1)
     else:  # -c 0 or none: llama.cpp takes the model's training context
-        changes["ctx"] = max(max_context // np_, 1)
+        changes["ctx"] = max(target.max_context // np_, 1)
     if n_prompt:
         changes["prompt_tokens"] = n_prompt
+
+
+def _number_settings(parsed: ParsedCommand, changes: dict) -> None:
+    """The serving numbers and the micro-batch, as the option table bounds them (advisor/engine/optiontable.py)."""
+    from advisor.engine.optiontable import OPTIONS
+
+    for d in OPTIONS:
+        if d.group == "serving" or d.dest == "ubatch":
+            value = next((v for v in (_setting(parsed, name, d) for name in d.cmd) if v is not None), None)
+            if value is not None:
+                changes[d.dest] = value
+
+
+def _cache_settings(parsed: ParsedCommand, changes: dict) -> None:
+    """Flash attention, the K/V cache types, eager mode, a full-context sliding window."""
+    from advisor.engine.options import KV_TYPES
+
     fa = parsed.get("flash_attn")
     if fa is not None:
         if fa not in ("on", "off", "auto"):
@@ -428,33 +494,19 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
         if k != v:
             raise AdvisorError(f"--cmd: K cache {k} and V cache {v} differ",
                                "the advisor plans one type for both; give the same -ctk and -ctv")
-        if k not in KV_TYPES:
-            raise AdvisorError(f"--cmd: KV cache type {k!r}", f"use one of: {', '.join(KV_TYPES)}")
         changes["kv_type"] = k
-    for setting, key in (("max_num_seqs", "max_num_seqs"), ("max_num_batched_tokens", "max_num_batched_tokens"),
-                         ("tensor_parallel", "tensor_parallel"), ("pipeline_parallel", "pipeline_parallel")):
-        n = _int(parsed, setting, 1, 1_000_000)
-        if n is not None:
-            changes[key] = n
-    for setting, key in (("memory_fraction", "memory_fraction"), ("cpu_offload_gb", "cpu_offload_gb")):
-        text = parsed.get(setting)
-        if text is not None:
-            try:
-                changes[key] = float(text)
-            except ValueError:
-                raise AdvisorError(f"--cmd: {setting.replace('_', ' ')} {text!r} is not a number", "e.g. 0.9") from None
+    if parsed.get("kv_cache_dtype") is not None:
+        changes["kv_type"] = parsed.get("kv_cache_dtype")
+    if changes.get("kv_type") is not None and changes["kv_type"] not in KV_TYPES:
+        raise AdvisorError(f"--cmd: KV cache type {changes['kv_type']!r}", f"use one of: {', '.join(KV_TYPES)}")
     if parsed.get("eager") is not None:
         changes["enforce_eager"] = True
-    kvd = parsed.get("kv_cache_dtype")
-    if kvd is not None:
-        if kvd not in KV_TYPES:
-            raise AdvisorError(f"--cmd: KV cache type {kvd!r}", f"use one of: {', '.join(KV_TYPES)}")
-        changes["kv_type"] = kvd
-    ub = _int(parsed, "ubatch", 1, 1_000_000)
-    if ub is not None:
-        changes["ubatch"] = ub
     if parsed.get("swa_full") is not None:
         changes["swa_full"] = True
+
+
+def _vision_settings(parsed: ParsedCommand, changes: dict) -> None:
+    """The mmproj file, where it sits, and how many images a prompt takes (0: text only)."""
     if parsed.get("mmproj") is not None:
         changes["mmproj"] = parsed.get("mmproj")
     if parsed.get("no_mmproj_offload") is not None:
@@ -465,26 +517,34 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
         changes["mm_limit"] = parse_mm_limit(parsed.get("limit_mm"), "--cmd --limit-mm-per-prompt")
     if parsed.get("no_mmproj") is not None or parsed.get("language_model_only") is not None:
         changes["mm_limit"] = 0
-    ngl = parsed.get("n_gpu_layers")
-    if ngl is not None and ngl.lower() not in ("auto", "-1"):
-        if ngl.lower() == "all":
-            changes["n_gpu_layers"] = n_layers + 1
-        else:
-            changes["n_gpu_layers"] = min(_int(parsed, "n_gpu_layers", 0, 1_000_000) or 0, n_layers + 1)
-    mode = (parsed.get("split_mode") or "").lower()
-    # -mg/--main-gpu (llama.cpp common/arg.cpp): "the GPU to use for the model (with split-mode = none), or
-    # for intermediate results and KV (with split-mode = row) (default: 0)"; -sm none: "use one GPU only"
-    # (src/llama.cpp: the model's only device is the main GPU; -ts is not used)
+
+
+def _main_gpu(parsed: ParsedCommand, n_gpus: int) -> int | None:
+    """-mg/--main-gpu (llama.cpp common/arg.cpp): "the GPU to use for the model (with split-mode = none), or for
+    intermediate results and KV (with split-mode = row) (default: 0)"."""
     mg_text = parsed.get("main_gpu")
-    main_gpu = None
-    if mg_text is not None:
-        try:
-            main_gpu = int(mg_text.strip()[:12])
-        except ValueError:
-            raise AdvisorError(f"--cmd: -mg {mg_text[:40]!r} is not a GPU index", "e.g. -mg 0") from None
-    if main_gpu is not None and not 0 <= main_gpu < max(n_gpus, 1):
+    if mg_text is None:
+        return None
+    try:
+        main_gpu = int(mg_text.strip()[:12])
+    except ValueError:
+        raise AdvisorError(f"--cmd: -mg {mg_text[:40]!r} is not a GPU index", "e.g. -mg 0") from None
+    if not 0 <= main_gpu < max(n_gpus, 1):
         raise AdvisorError(f"--cmd: -mg {main_gpu} names no GPU of this rig ({n_gpus} GPU{'s' if n_gpus != 1 else ''}"
                            f", numbered from 0)", f"give -mg 0 to {max(n_gpus, 1) - 1}, or describe the rig with --gpu")
+    return main_gpu
+
+
+def _split_settings(parsed: ParsedCommand, target: CommandTarget, changes: dict) -> ParsedCommand:
+    """-ngl, -sm (none: one GPU, -mg), -mg's notes and -ts; returns the command without a -ts that -sm none drops."""
+    from dataclasses import replace
+
+    ngl = parsed.get("n_gpu_layers")
+    if ngl is not None and ngl.lower() not in ("auto", "-1"):
+        changes["n_gpu_layers"] = target.n_layers + 1 if ngl.lower() == "all" else \
+            min(_int(parsed, "n_gpu_layers", 0, 1_000_000) or 0, target.n_layers + 1)
+    mode = (parsed.get("split_mode") or "").lower()
+    main_gpu = _main_gpu(parsed, target.n_gpus)
     notes = list(changes["command_notes"])
     if main_gpu and mode != "none":
         # -sm tensor's meta device has no main GPU either: -mg is named for none and row only
@@ -492,10 +552,10 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
                                             "the advisor plans them on GPU 0" if mode in ("row", "graph")
                                             else f"with {'-sm tensor' if mode == 'tensor' else 'a layer split'} the "
                                                  f"main GPU places nothing: no effect"))
-    if mode == "none" and n_gpus > 1:  # one GPU of the rig: all layers, KV and buffers on the main GPU
+    if mode == "none" and target.n_gpus > 1:  # one GPU of the rig: all layers, KV and buffers on the main GPU
         if parsed.get("tensor_split") is not None:
             notes.append(f"-ts {parsed.get('tensor_split')}: not used with -sm none (one GPU only)")
-        changes["tensor_split"] = tuple(1.0 if i == (main_gpu or 0) else 0.0 for i in range(n_gpus))
+        changes["tensor_split"] = tuple(1.0 if i == (main_gpu or 0) else 0.0 for i in range(target.n_gpus))
         changes["split"] = "layer"
         mode = ""
         parsed = replace(parsed, settings=tuple((k, v) for k, v in parsed.settings if k != "tensor_split"))
@@ -503,36 +563,41 @@ def options_from_command(parsed: ParsedCommand, base, *, n_layers: int, moe_laye
     if mode:
         if mode not in ("layer", "row", "tensor", "none", "graph"):
             raise AdvisorError(f"--cmd: split mode {mode!r}", "use layer, tensor, row or none")
-        if mode == "row" and row_split:
-            changes["split"] = "row"
-        else:
-            changes["split"] = "tensor" if mode in ("row", "graph", "tensor") else "layer"
-    ts = parsed.get("tensor_split")
-    if ts is not None:
-        try:
-            parts = tuple(float(x) for x in re.split(r"[,/]", ts) if x.strip())
-        except ValueError:
-            raise AdvisorError(f"--cmd: -ts {ts!r} is not a list of numbers", "e.g. -ts 3,1") from None
-        if not parts or any(not 0 <= x < 1e6 for x in parts) or sum(parts) <= 0:
-            raise AdvisorError(f"--cmd: -ts {ts!r}", "give one non-negative share per GPU, e.g. -ts 3,1")
-        parts = parts + (0.0,) * max(n_gpus - len(parts), 0)
-        if len(parts) > n_gpus:
-            raise AdvisorError(f"--cmd: -ts {ts} names {len(parts)} GPUs; the rig has {n_gpus}",
-                               "describe the rig with --gpu")
-        changes["tensor_split"] = parts
+        changes["split"] = "row" if mode == "row" and target.row_split else \
+            "tensor" if mode in ("row", "graph", "tensor") else "layer"
+    if parsed.get("tensor_split") is not None:
+        changes["tensor_split"] = _tensor_split(parsed.get("tensor_split"), target.n_gpus)
+    return parsed
+
+
+def _tensor_split(ts: str, n_gpus: int) -> tuple[float, ...]:
+    try:
+        parts = tuple(float(x) for x in re.split(r"[,/]", ts) if x.strip())
+    except ValueError:
+        raise AdvisorError(f"--cmd: -ts {ts!r} is not a list of numbers", "e.g. -ts 3,1") from None
+    if not parts or any(not 0 <= x < 1e6 for x in parts) or sum(parts) <= 0:
+        raise AdvisorError(f"--cmd: -ts {ts!r}", "give one non-negative share per GPU, e.g. -ts 3,1")
+    parts = parts + (0.0,) * max(n_gpus - len(parts), 0)
+    if len(parts) > n_gpus:
+        raise AdvisorError(f"--cmd: -ts {ts} names {len(parts)} GPUs; the rig has {n_gpus}",
+                           "describe the rig with --gpu")
+    return parts
+
+
+def _expert_settings(parsed: ParsedCommand, target: CommandTarget, changes: dict) -> None:
+    """Routed experts kept in system RAM: --cpu-moe, --n-cpu-moe N, -ot ...exps=CPU."""
     cpu: set[int] | None = None
     if parsed.get("cpu_moe") is not None:
-        cpu = set(moe_layers)
+        cpu = set(target.moe_layers)
     n_cpu_moe = _int(parsed, "n_cpu_moe", 0, 1_000_000)
     if n_cpu_moe is not None:
-        cpu = (cpu or set()) | set(range(min(n_cpu_moe, n_layers)))
-    over = expert_layers_from_overrides(parsed.all("override_tensor"), n_layers)
+        cpu = (cpu or set()) | set(range(min(n_cpu_moe, target.n_layers)))
+    over = expert_layers_from_overrides(parsed.all("override_tensor"), target.n_layers)
     if over is not None:
         cpu = (cpu or set()) | set(over)
     if cpu is not None:
-        changes["cpu_expert_layers"] = tuple(sorted(il for il in cpu if il in set(moe_layers)))
-        changes.setdefault("n_gpu_layers", n_layers + 1)
-    return replace(base, **changes)
+        changes["cpu_expert_layers"] = tuple(sorted(il for il in cpu if il in set(target.moe_layers)))
+        changes.setdefault("n_gpu_layers", target.n_layers + 1)
 
 
 def repo_checkpoint(checkpoints, repo: str):
@@ -578,31 +643,14 @@ def launch_for(sc, placement, placer, local=None) -> Launch | None:
     the Hub, which a launcher that runs a model file is given by repo, `-hf`, when it can be) say how a
     program is given it; a model no program can be given as read is said in `note`."""
     rules, rt, checkpoints = sc.rules.launch, sc.runtime, sc.rules.checkpoints
-    options, ctx, n_layers = sc.options, sc.ctx, sc.model.layers
+    options, ctx = sc.options, sc.ctx
     model_file = local.path if local is not None and local.path else f"{sc.model.id}-{sc.quant.id}.gguf"
     model_ref = model_file if local is not None else None
     hf_gguf = (local.hf_repo, local.hf_file) if local is not None else None
     ids = launchers_for(rules, rt.id)
     if not ids or not placement.runs:
         return None
-    layout = placement.layout
-    moe = tuple(il for il, b in enumerate(layout.expert_bytes) if b) if layout is not None else ()
-    if placement.strategy == "cpu_only":
-        ngl = 0
-    elif placement.strategy in ("cpu_offload",):
-        ngl = placement.gpu_layers
-    else:
-        ngl = n_layers + 1
-    values = settings_for(
-        model_file=model_file, ctx=ctx, concurrency=options.concurrency, kv_unified=placer.kv_unified,
-        n_layers=n_layers, gpu_layers_arg=ngl,
-        # llama.cpp's meta device is -sm tensor; every other tensor split is written as a row split (-sm row,
-        # TabbyAPI's --tensor-parallel True reads it so)
-        split_mode=("tensor" if placement.split_kind == "meta" else "row")
-        if placement.strategy == "tensor_parallel" else None,
-        tensor_split=options.tensor_split, cpu_expert_set=placement.cpu_expert_set, moe_layers=moe,
-        flash_attention=placer.flash_attention, kv_type=options.kv_type, ubatch=options.ubatch,
-        swa_full=options.swa_full, prompt_tokens=options.prompt_tokens)
+    values = settings_for(sc, placement, placer, model_file)
     model, quant = placer.model, placer.quant
     values.update(serving_settings(placer, options, ctx, model_ref=model_ref or model_reference(model, quant)))
     if model_ref is None:  # a catalog model: a quantized answer runs from its quantized checkpoint
