@@ -182,6 +182,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "efficiency": (0, 1), "cpu_efficiency": (0, 1), "attention_efficiency": (0, 1), "mfu": (0, 1),
     "host_staged_factor": (0, 1), "chipset_bandwidth_factor": (0, 1), "small_fraction": (0, 1),
     "large_fraction": (0, 1), "nvidia_reserved_mib": (0, 1e5), "os_reserve_gib": (0, 1e4),
+    "headless_max_ram_gib": (0, 1e4), "used_gib": (0, 65536), "headless_reserve_gib": (0, 1e4),
     "default_ram_bandwidth_gb_s": (0.001, 1e5), "default_ram_gib": (0.001, 1e6), "pipeline_microbatches": (1, 1e4),
     "helps_above": (1, 100), "needed_above": (1, 100), "reading_tokens_per_s": (0, 1e4),
     "count": (1, 64), "memory_gib": (0, 65536), "node": (0, 1024), "ram_bandwidth_gb_s": (0.1, 1e5),

@@ -59,7 +59,11 @@ class UnifiedRules(Record):
 class HostRules(Record):
     __pydantic_config__ = _STRICT
     os_reserve_gib: float
-    """System RAM the OS keeps for itself when weights are offloaded, GiB."""
+    """System RAM the OS keeps for itself when weights are offloaded, GiB (a desktop machine)."""
+    headless_max_ram_gib: float
+    """Machines with at most this much RAM are planned as headless, GiB."""
+    headless_reserve_gib: float
+    """System RAM a headless OS keeps for itself, GiB."""
     default_ram_bandwidth_gb_s: float
     """RAM bandwidth assumed when nothing better is known, GB/s."""
     default_ram_gib: float

@@ -284,9 +284,13 @@ def mem002_free_memory(r: Report, c: Catalog) -> Iterator[Said]:
     free = [g for g in r.rig.gpus if g.capacity_basis == "free"]
     if free:
         held = sum(g.spec.vram_bytes - g.capacity_bytes for g in free)
-        yield ("info",
-                      f"planned with the memory free now ({gib(held)} held by other processes); "
-                      f"--empty plans for idle GPUs.")
+        if r.rig.source == "rig-file":
+            yield ("info", f"planned with the memory the rig file leaves free ({gib(held)} held by the desktop or "
+                           f"other programs: used_gib / memory_gib); drop them to plan for idle GPUs.")
+        else:
+            yield ("info",
+                          f"planned with the memory free now ({gib(held)} held by other processes); "
+                          f"--empty plans for idle GPUs.")
 
 
 @rule("RIG001")

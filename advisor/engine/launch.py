@@ -369,6 +369,22 @@ def expert_layers_from_overrides(patterns: list[str], n_layers: int) -> tuple[in
     matched against llama.cpp's tensor names as llama.cpp matches them: a search, first match wins)."""
     if not patterns:
         return None
+    return tuple(il for il, buffer in expert_overrides(patterns, n_layers).items() if buffer.startswith("CPU"))
+
+
+def expert_gpus_from_overrides(patterns: list[str], n_layers: int) -> dict[int, int]:
+    """Layer -> GPU index for the routed experts `-ot REGEX=CUDA1` (any backend's device name ending in its
+    index: CUDA1, ROCm1, Vulkan1, SYCL1) sends to a named GPU."""
+    found = {}
+    for il, buffer in expert_overrides(patterns, n_layers).items():
+        m = re.fullmatch(r"(CUDA|ROCM|VULKAN|SYCL|MTL|METAL)(\d{1,4})", buffer)
+        if m:
+            found[il] = int(m.group(2))
+    return found
+
+
+def expert_overrides(patterns: list[str], n_layers: int) -> dict[int, str]:
+    """Layer -> the buffer (upper case) the first `-ot` pattern matching one of its routed-expert tensors names."""
     rules = []
     for text in patterns:
         if len(text) > MAX_OVERRIDE_CHARS:
@@ -384,15 +400,14 @@ def expert_layers_from_overrides(patterns: list[str], n_layers: int) -> tuple[in
                 why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
                 raise AdvisorError(f"--cmd: -ot {regex!r} is not a regular expression the advisor reads ({why})",
                                    "e.g. -ot 'blk\\.(1[0-9])\\.ffn_.*_exps\\.=CPU'") from None
-    cpu = []
+    found = {}
     for il in range(n_layers):
         names = [f"blk.{il}.{t}.weight" for t in _EXPERT_TENSORS]
         for regex, buffer in rules:
             if any(regex.search(nm) for nm in names):
-                if buffer.startswith("CPU"):
-                    cpu.append(il)
+                found[il] = buffer
                 break
-    return tuple(cpu)
+    return found
 
 
 def quant_in_name(file_name: str, quant_ids: list[str]) -> tuple[str, str | None]:
@@ -598,6 +613,17 @@ def _expert_settings(parsed: ParsedCommand, target: CommandTarget, changes: dict
     if cpu is not None:
         changes["cpu_expert_layers"] = tuple(sorted(il for il in cpu if il in set(target.moe_layers)))
         changes.setdefault("n_gpu_layers", target.n_layers + 1)
+    changes.update(_expert_gpus(parsed, target))
+
+
+def _expert_gpus(parsed: ParsedCommand, target: CommandTarget) -> dict:
+    """The Options change for `-ot ...exps=CUDA1`: (layer, GPU) pairs of the MoE layers sent to a named GPU."""
+    on_gpu = expert_gpus_from_overrides(parsed.all("override_tensor"), target.n_layers)
+    if any(g >= target.n_gpus for g in on_gpu.values()):
+        raise AdvisorError(f"--cmd: -ot names GPU {max(on_gpu.values())}; the rig has {target.n_gpus}",
+                           "describe the rig with --gpu (GPUs count from 0: CUDA0, CUDA1, ...)")
+    moe = set(target.moe_layers)
+    return {"gpu_expert_layers": tuple(sorted((il, g) for il, g in on_gpu.items() if il in moe))} if on_gpu else {}
 
 
 def repo_checkpoint(checkpoints, repo: str):

@@ -53,6 +53,9 @@ class Options(Record):
     cpu_expert_layers: tuple[int, ...] | None = None
     """Layers whose routed experts stay in system RAM (llama.cpp `-ot ...exps=CPU`, `--n-cpu-moe N`,
     `--cpu-moe`); None: the advisor fills every GPU first, as llama.cpp's `--fit` does."""
+    gpu_expert_layers: tuple[tuple[int, int], ...] = ()
+    """(layer, GPU index) pairs: routed experts a llama.cpp `-ot ...exps=CUDA1` sends to a named GPU,
+    wherever the rest of their layer sits."""
     swa_full: bool = False
     """Sliding-window layers keep the whole context (llama.cpp `--swa-full`)."""
     command_notes: tuple[str, ...] = ()

@@ -16,6 +16,7 @@ network = "10gbe"                     # with GPUs in several machines: 1gbe 10gb
 id = "rtx-3090"        # catalog id or a name (resolved like --gpu)
 count = 2              # optional, default 1
 memory_gib = 23.6      # optional: memory to plan with (default: the card's total)
+used_gib = 1.2         # optional instead: VRAM the desktop or other programs already hold (nvidia-smi "Memory-Usage")
 pcie = "4x8"           # optional: host link as installed (generation x lanes)
 name = "NVIDIA GeForce RTX 3090"   # optional
 node = 0               # optional: which machine (0, 1, ...) when the rig spans several
@@ -85,6 +86,9 @@ class RigGpuEntry(Record):
     """Memory to plan with, GiB (default: the card's total)."""
     memory_basis: str | None = None
     """`free` or `total`: what `memory_gib` is."""
+    used_gib: float | None = None
+    """VRAM the desktop or other programs already hold, GiB: the GPU is planned with the rest (what the
+    NVML probe reads as free memory), as memory_basis = "free"."""
     pcie: str | None = None
     """Host link as installed, GENxWIDTH."""
     name: str = ""
@@ -153,8 +157,7 @@ def rig_from_data(catalog: Catalog, data: dict[str, Any], where: str) -> Rig:
             raise AdvisorError(f"{w}: memory_basis must be \"free\" or \"total\", not {entry.memory_basis!r}")
         spec = _gpu_spec(catalog, entry, w)
         gen, lanes = parse_pcie(entry.pcie) if entry.pcie is not None else (spec.pcie_gen, spec.pcie_lanes)
-        cap = int(entry.memory_gib * GIB) if entry.memory_gib is not None else spec.vram_bytes
-        basis = entry.memory_basis or ("free" if entry.memory_gib is not None and cap < spec.vram_bytes else "total")
+        cap, basis = _capacity(entry, spec, w, float(catalog.rules.memory.discrete_gpu.nvidia_reserved_mib))
         if len(gpus) + entry.count > MAX_RIG_GPUS:
             raise AdvisorError(f"{where}: more than {MAX_RIG_GPUS} GPUs is more than one rig holds")
         for _ in range(entry.count):
@@ -192,6 +195,23 @@ def rig_from_data(catalog: Catalog, data: dict[str, Any], where: str) -> Rig:
                ram_bandwidth_basis=bw_basis if bw is not None else DEFAULT_RAM_BW_BASIS,
                nvlink_pairs=tuple(pairs), p2p=head.p2p, topology=topo, cpu=one_line(head.cpu, 200), source="rig-file",
                network=network)
+
+
+def _capacity(entry: RigGpuEntry, spec: GpuSpec, where: str, reserved_mib: float) -> tuple[int, str]:
+    """A [[gpu]]'s memory to plan with and what it is (`free` or `total`): memory_gib as given, or the card's
+    total less used_gib and, on an NVIDIA card, the driver's reserve, which nvidia-smi -q lists apart from
+    "Used" (rules/memory.toml [discrete_gpu]): the same free memory the NVML probe reads on a live machine."""
+    if entry.used_gib is not None:
+        if entry.memory_gib is not None:
+            raise AdvisorError(f"{where}: memory_gib and used_gib both set the memory to plan with", "keep one of them")
+        used = int(entry.used_gib * GIB)
+        if used >= spec.vram_bytes:
+            raise AdvisorError(f"{where}: used_gib = {entry.used_gib:g} is all of the {spec.name}'s {spec.vram_gib:g} GiB",
+                               "give the VRAM other programs hold (nvidia-smi Memory-Usage), below the card's total")
+        reserve = int(reserved_mib * 2**20) if spec.vendor == "nvidia" and not spec.unified_memory else 0
+        return max(spec.vram_bytes - used - reserve, 0), "free"
+    cap = int(entry.memory_gib * GIB) if entry.memory_gib is not None else spec.vram_bytes
+    return cap, entry.memory_basis or ("free" if entry.memory_gib is not None and cap < spec.vram_bytes else "total")
 
 
 def _gpu_spec(catalog: Catalog, entry: RigGpuEntry, where: str) -> GpuSpec:

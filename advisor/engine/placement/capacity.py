@@ -29,7 +29,7 @@ def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: Rulebook, fraction: f
                 cap = mem.apple_working_set(cap, rules)
             else:
                 uni = rules.memory.unified
-                reserve = uni.os_reserve_gib.get(g.spec.id, rules.memory.host.os_reserve_gib)
+                reserve = uni.os_reserve_gib.get(g.spec.id, os_reserve_gib(cap, rules))
                 cap = max(cap - int(reserve * GIB), 0)
         share = fraction or runtime.gpu_memory_utilization
         if runtime.fraction_of_free and not g.spec.unified_memory:
@@ -43,12 +43,16 @@ def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: Rulebook, fraction: f
     return caps
 
 
+def os_reserve_gib(ram_bytes: int, rules: Rulebook) -> float:
+    """System RAM the OS keeps, GiB: a headless OS's on machines small enough to be run headless (8 GB
+    single-board computers), a desktop session's above (rules/memory.toml [host])."""
+    host = rules.memory.host
+    return host.headless_reserve_gib if ram_bytes <= host.headless_max_ram_gib * GIB else host.os_reserve_gib
+
+
 def host_capacity(rig: Rig, rules: Rulebook) -> int:
-    reserve = int(rules.memory.host.os_reserve_gib * GIB)
-    if rig.unified:
-        # Unified memory: what the GPU holds comes out of the same RAM.
-        return max(rig.ram_bytes - reserve, 0)
-    return max(rig.ram_bytes - reserve, 0)
+    """System RAM a runtime may fill (on unified memory what the GPU holds comes out of the same RAM)."""
+    return max(rig.ram_bytes - int(os_reserve_gib(rig.ram_bytes, rules) * GIB), 0)
 
 
 def flash_attention_on(runtime: RuntimeSpec, rig: Rig, options: Options) -> bool:

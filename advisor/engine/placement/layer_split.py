@@ -20,10 +20,16 @@ def layers(p: PlacerBase, ctx: int, n_gpu_layers: int, cpu_experts: frozenset[in
     host_w = p.layout.embed_bytes if p.embed_on_host else 0
     host_k = host_e = 0
     moved = []
+    on_gpu = dict(p.options.gpu_expert_layers)  # -ot ...exps=CUDA1: experts on a named GPU
     for il in range(n):
         d = devs[il]
         lw = p.layout.layer_bytes[il]
         ew = p.layout.expert_bytes[il]
+        if il in on_gpu and ew and on_gpu[il] < len(w):
+            w[on_gpu[il]] += ew
+            e[on_gpu[il]] += ew
+            lw -= ew
+            ew = 0
         if d >= 0 and il in cpu_experts and ew:
             host_w += ew
             host_e += ew
@@ -52,7 +58,7 @@ def layers(p: PlacerBase, ctx: int, n_gpu_layers: int, cpu_experts: frozenset[in
             w[first] += p.layout.embed_bytes
         else:
             host_w += p.layout.embed_bytes
-    used = sorted({d for d in devs if d >= 0})
+    used = sorted({d for d in devs if d >= 0} | {g for g in on_gpu.values() if g < len(w)})
     devices = []
     for i, g in enumerate(p.rig.gpus):
         over = p._overhead(ctx, holds_output=(i == out_dev), gpu=i) if (i in used) else 0
