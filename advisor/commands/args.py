@@ -160,10 +160,13 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
 
         ref = f"{hf_endpoint()}/{parsed.get('hf_repo').split(':')[0]}/resolve/main/{parsed.get('hf_file')}"
     quant = args.quant or parsed.get("quantization")
-    if args.model is None and parsed.get("model") and not os.path.exists(os.path.expanduser(ref)):
-        stem, q = quant_in_name(ref, list(catalog.quants))
+    named = parsed.get("model")
+    if named and not os.path.exists(os.path.expanduser(named)):
+        # -m qwen3-32b-Q4_K_M.gguf: the catalog model at that quant (also when MODEL names the model itself)
+        stem, q = quant_in_name(named, list(catalog.quants))
         if q is not None:
-            ref, quant = stem, quant or q
+            quant = quant or q
+            ref = stem if args.model is None else ref
     elif args.model is None and ref == parsed.get("hf_repo") and "/" in ref:
         from advisor.catalog.resolve import exact
         from advisor.engine.launch import repo_checkpoint
