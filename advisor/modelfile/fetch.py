@@ -513,7 +513,8 @@ def _watched(fn: Callable[[], Any], ref: str, progress: Progress | None) -> Any:
             if now - METER.started > TOTAL_TIMEOUT_S:
                 raise RemoteError(f"{ref}: reading its metadata took more than {TOTAL_TIMEOUT_S:.0f} s",
                                   "the server is too slow: try again later")
-            if progress is not None and now - METER.started > 1.0 and (tty or METER.bytes):
+            if progress is not None and now - METER.started > (1.0 if tty else PIPE_PROGRESS_AFTER_S) \
+                    and (tty or METER.bytes):
                 line = f"advisor: reading the metadata of {ref} from {METER.host or 'the network'}: " \
                        f"{METER.bytes / 1e6:.1f} MB"
                 if tty:
@@ -528,6 +529,12 @@ def _watched(fn: Callable[[], Any], ref: str, progress: Progress | None) -> Any:
     if "error" in box:
         raise box["error"]
     return box.get("value")
+
+
+PIPE_PROGRESS_AFTER_S = 5.0
+"""Outside a terminal a progress line cannot be taken back, so a read that then fails would leave two lines on
+stderr: it is written only for a read still going after this long (a terminal's line shows after 1 s and is
+cleared)."""
 
 
 def _stderr_tty() -> bool:
