@@ -83,7 +83,7 @@ def _table_args(p: argparse.ArgumentParser, command: str) -> None:
             g = groups[title] = p.add_argument_group(title)
         else:
             g = groups[title]
-        g.add_argument(*d.flags, **_argparse_kwargs(d))
+        g.add_argument(*d.flags, **_argparse_kwargs(d)).option = d  # the record, for front ends built on the parser
 
 
 def _argparse_kwargs(d) -> dict:
@@ -100,7 +100,7 @@ def _argparse_kwargs(d) -> dict:
     if d.const is not None:
         kw.update(nargs="?", const=d.const)
     if d.kind in ("int", "float") or d.convert:
-        kw["action"] = type("_AsTyped", (_AsTyped,), {"option": d})
+        kw["action"] = _AsTyped  # its `option` is set as the action is added (_table_args)
     return kw
 
 

@@ -187,6 +187,8 @@ def test_every_command_lists_its_options_for_other_front_ends():
         parser = build_parser(command)._subparsers._group_actions[0].choices[command]
         typed = {f for a in parser._actions for f in a.option_strings} - {"-h", "--help", "--format", "--json"}
         assert typed == {f for d in for_command(command) for f in d.flags}, command
+        assert all(a.option.flags == tuple(a.option_strings) for a in parser._actions  # each action carries its record
+                   if a.option_strings and a.dest not in ("help", "format", "json"))
 
 
 def _spellings(n: float) -> set[str]:
