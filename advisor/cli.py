@@ -56,44 +56,52 @@ class Parser(argparse.ArgumentParser):
         raise AdvisorError(f"{self.prog}: {message}", f"see `{self.prog} --help`")
 
 
-def _whole(what: str, hi: int):
-    """An argparse type: a whole number from 1 to `hi` (`8192`, `8k`), through the one bounded parser."""
-    from advisor.numbers import parse_int
-
-    return lambda text: parse_int(text, what, 1, hi, suffixes=True)
-
-
-def _positive(what: str, hi: float):
-    """An argparse type: a finite number above 0 and at most `hi`."""
-    from advisor.numbers import parse_float
-
-    return lambda text: parse_float(text, what, 0.0, hi, lo_open=True)
-
-
 class _AsTyped(argparse.Action):
-    """Stores the value `check(text, flag)` returns, `flag` being the spelling the user typed: an option with
-    aliases (`--gpu-memory-utilization` / `--mem-fraction-static`) names in its error the one given."""
+    """Stores `parse(d, text, flag)` of the option table (advisor/engine/optiontable.py), `flag` being the spelling
+    the user typed: an option with aliases (`--gpu-memory-utilization` / `--mem-fraction-static`) names in its
+    error the one given."""
 
-    check = staticmethod(lambda text, flag: text)
+    option = None
 
     def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
-        setattr(namespace, self.dest, self.check(values, option_string or self.option_strings[0]))
+        from advisor.engine.optiontable import parse
+
+        setattr(namespace, self.dest, parse(self.option, values, option_string or self.option_strings[0]))
 
 
-def _as_typed(make) -> type[argparse.Action]:
-    """An argparse action whose check is `make(flag)` (one of the type factories above) for the flag as typed."""
-    return type("_AsTyped", (_AsTyped,), {"check": staticmethod(lambda text, flag: make(flag)(text))})
+def _table_args(p: argparse.ArgumentParser, command: str) -> None:
+    """The options `command` takes, as advisor/engine/optiontable.py declares them (flags, help, default, bounds,
+    choices), in its groups: a number through the one bounded number parser, an error naming the flag as typed."""
+    from advisor.engine.optiontable import GROUP_TITLES, for_command
+
+    groups: dict[str, argparse._ActionsContainer] = {}
+    for d in for_command(command):
+        title = GROUP_TITLES[d.group]
+        if title is None:
+            g = p
+        elif title not in groups:
+            g = groups[title] = p.add_argument_group(title)
+        else:
+            g = groups[title]
+        g.add_argument(*d.flags, **_argparse_kwargs(d)).option = d  # the record, for front ends built on the parser
 
 
-def _numeric_args(g, group: str) -> None:
-    """The numeric options of one group, as advisor/engine/optiontable.py declares them (flags, bounds, default,
-    help): parsed by the one bounded number parser, an error naming the flag as typed."""
-    from advisor.engine.optiontable import for_group, parse
+def _argparse_kwargs(d) -> dict:
+    from advisor.engine.optiontable import parser_default
 
-    for d in for_group(group):
-        check = (lambda d: lambda text, flag: parse(d, text, flag))(d)
-        g.add_argument(*d.flags, dest=d.dest, default=d.default, metavar=d.metavar, help=d.help,
-                       action=type("_AsTyped", (_AsTyped,), {"check": staticmethod(check)}))
+    kw: dict = {"dest": d.dest, "default": parser_default(d), "help": d.help}
+    if d.kind in ("flag", "off"):
+        return {**kw, "action": "store_true" if d.kind == "flag" else "store_false"}
+    kw.update(metavar=d.metavar or None, action="append" if d.kind == "list" else "store")
+    if d.kind == "path":
+        kw["type"] = Path
+    if d.strict:
+        kw["choices"] = d.choices
+    if d.const is not None:
+        kw.update(nargs="?", const=d.const)
+    if d.kind in ("int", "float") or d.convert:
+        kw["action"] = _AsTyped  # its `option` is set as the action is added (_table_args)
+    return kw
 
 
 def _output_args(p: argparse.ArgumentParser) -> None:
@@ -102,90 +110,10 @@ def _output_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--json", action="store_true", help="same as --format json")
 
 
-def _rig_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("rig (default: the detected local GPUs; CPU-only when none)")
-    g.add_argument("--gpu", action="append", metavar="SPEC", default=[],
-                   help="[Nx]GPU_ID, repeatable for a mixed rig: rtx-4090, 2xrtx-3090, '4x A100 SXM4 80GB'")
-    g.add_argument("--nvlink", action="store_true",
-                   help="the GPUs are NVLink-joined as their hardware allows (bridge pairs; implicit for SXM)")
-    g.add_argument("--pcie",
-                   metavar="GxW", help="each GPU's host link, e.g. 4x16, 4x8, 3x4, 3x1 (default: the card's own)")
-    g.add_argument("--ram", metavar="GB", help="system RAM for CPU offload (default: detected, or the rig file's)")
-    g.add_argument("--ram-bw", metavar="GBS|PRESET",
-                   help="system RAM bandwidth: GB/s, or type-speed x channels: ddr4-3200x2, ddr5-6000x2, "
-                        "ddr5-4800x8, ddr5-6400x12 (default: the rig file's, else dual-channel DDR4)")
-    g.add_argument("--rig", metavar="FILE", type=Path, help="a rig file (TOML) as `advisor detect --save` writes it")
-    g.add_argument("--empty", action="store_true",
-                   help="with detected GPUs, plan for idle cards (total memory) instead of the memory free now")
-
-
-def _model_args(p: argparse.ArgumentParser, model: bool = True, optional: bool = False) -> None:
-    from advisor.engine.options import WORKLOADS
-
-    if model:
-        p.add_argument("model", metavar="MODEL", nargs="?" if optional else None,
-                       help="a catalog model id or name (see `advisor models`), a .gguf file, a model folder or "
-                            "config.json, ollama:NAME[:TAG] or hf:ORG/NAME (read from the local caches)")
-    g = p.add_argument_group("model options")
-    g.add_argument("--quant", metavar="Q", help="quantization id, e.g. Q4_K_M, Q8_0, F16, fp8, awq, exl2-4.65 "
-                                                  "(default: the best quality that fits, said so)")
-    _numeric_args(g, "model")
-    _numeric_args(g, "training")
-    g.add_argument("--kv-cache", "--kv-cache-dtype", dest="kv_cache", type=_kv_type, default=None,
-                   metavar="TYPE", help="KV cache type: f16, q8_0, q4_0; fp8 for vLLM (default: f16, or q8_0 "
-                                        "where that fits a better quantization)")
-    g.add_argument("--min-quality", metavar="Q",
-                   help="lowest quantization the automatic choice may pick (lowers the default quality floor, "
-                        "rules/quality.toml)")
-    g.add_argument("--allow-low-bit", action="store_true",
-                   help="no quality floor: 2-bit and 1-bit quantizations may be chosen")
-    g.add_argument("--runtime", default="llama.cpp", metavar="R",
-                   help="runtime id (default llama.cpp; `advisor runtimes` lists them and what each does)")
-    g.add_argument("--split", choices=("layer", "tensor", "row"), default=None,
-                   help="multi-GPU split (default: the runtime's: layer for llama.cpp/ollama/exllamav2, tensor for vllm); "
-                        "row: llama.cpp's older -sm row (gone from CUDA/ROCm builds since July 2026)")
-    g.add_argument("--workload", default="inference",
-                   metavar="W", help=f"one of {', '.join(WORKLOADS)} (default inference)")
-    g.add_argument("--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false",
-                   help="training: store every layer's activations (checkpointing is on by default, as in every trainer)")
-    g.add_argument("--optimizer", metavar="OPT",
-                   help="training: adamw (default, fp32 state), adamw-8bit, adamw-bf16, sgd")
-    g.add_argument("--sharding", default="auto", metavar="S",
-                   help="training on several GPUs: auto (default: the least that fits), ddp, zero1, zero2, "
-                        "zero3 or fsdp (FSDP+QLoRA for qlora)")
-    g.add_argument("--flash-attn", nargs="?", const="on", default="auto", choices=("auto", "on", "off"),
-                   metavar="auto|on|off",
-                   help="flash attention as llama.cpp's -fa (default auto: on where the GPU's backend runs it, as "
-                        "llama.cpp does since 2025); a bare --flash-attn means on. A quantized V cache needs it")
-
-
-def _image_args(p: argparse.ArgumentParser) -> None:
-    """Vision towers: llama.cpp's mmproj file and vLLM's image limit (check only)."""
-    g = p.add_argument_group("images (vision towers)")
-    g.add_argument("--mmproj", metavar="FILE",
-                   help="llama.cpp: the mmproj GGUF (vision tower) the server loads beside the model (-mm): its "
-                        "weights and compute buffer on the first GPU")
-    g.add_argument("--no-mmproj-offload", action="store_true",
-                   help="llama.cpp: keep the mmproj on the CPU (its memory comes out of system RAM)")
-    g.add_argument("--no-mmproj", "--language-model-only", dest="no_mmproj", action="store_true",
-                   help="text only: no vision tower loaded (vLLM's --limit-mm-per-prompt '{\"image\":0}')")
-    g.add_argument("--limit-mm-per-prompt", metavar="JSON",
-                   help="vLLM: images per prompt, e.g. '{\"image\":2}' (its encoder is profiled on that many); "
-                        "'{\"image\":0}' is text only")
-
-
-def _kv_type(text: str) -> str:
-    """--kv-cache / vLLM's --kv-cache-dtype: `auto` is the model's 16-bit type, `fp8_e4m3`/`fp8_e5m2` are fp8."""
-    t = text.strip().lower()
-    return "f16" if t in ("auto", "bf16", "fp16") else ("fp8" if t.startswith("fp8") else t)
-
-
-def _serving_args(p: argparse.ArgumentParser) -> None:
-    """Paged-KV runtimes' own options (vLLM's names; SGLang's equivalents), for check and the app."""
-    g = p.add_argument_group("serving options (vLLM / SGLang)")
-    _numeric_args(g, "serving")
-    g.add_argument("--enforce-eager", "--disable-cuda-graph", dest="enforce_eager", action="store_true",
-                   help="no CUDA graphs: their memory goes to the KV pool")
+def _model_arg(p: argparse.ArgumentParser, optional: bool = False) -> None:
+    p.add_argument("model", metavar="MODEL", nargs="?" if optional else None,
+                   help="a catalog model id or name (see `advisor models`), a .gguf file, a model folder or "
+                        "config.json, ollama:NAME[:TAG] or hf:ORG/NAME (read from the local caches)")
 
 
 def build_parser(only: str | None = None) -> Parser:
@@ -230,16 +158,8 @@ def _check_parser(sub) -> None:
     p = sub.add_parser("check", help="one model on one rig: fit, placement, memory, speed, NVLink verdict",
                        description="One model on one rig. Exit 0 when it fits fully in GPU memory, 1 when not "
                                    "(it may still run with offload: see `runs`), 2 on bad input.")
-    _model_args(p, optional=True)
-    p.add_argument("--cmd", metavar="COMMAND",
-                   help="answer for exactly this command line: llama-server, llama-cli, llama-bench (and "
-                        "ik_llama.cpp's flags), vllm serve MODEL; MODEL may then be left out when -m names a file or a catalog "
-                        "model with its quant (qwen3-32b-Q4_K_M.gguf). Unknown flags are named in the answer")
-    p.add_argument("--min-tps", type=_positive("--min-tps", 1e7), metavar="N",
-                   help="decode speed the automatic choice reaches first (default: reading speed, 5 tok/s)")
-    _serving_args(p)
-    _image_args(p)
-    _rig_args(p)
+    _model_arg(p, optional=True)
+    _table_args(p, "check")
     _output_args(p)
 
 
@@ -247,17 +167,8 @@ def _fit_parser(sub) -> None:
     p = sub.add_parser("fit", help="every catalog model on the rig: the best quant that fits, ranked",
                        description="Every catalog model on the rig, ranked by the quality that fits, then speed. "
                                    "Exit 0 when at least one model fits, 1 when none does.")
-    _model_args(p, model=False)
-    _rig_args(p)
+    _table_args(p, "fit")
     _output_args(p)
-    g = p.add_argument_group("filters")
-    g.add_argument("--min-tps", type=_positive("--min-tps", 1e7),
-                   metavar="N", help="only models decoding at least N tokens/s")
-    g.add_argument("--family", metavar="NAME", help="only this family (llama, qwen, gemma, mistral, ...)")
-    g.add_argument("--moe", action="store_true", help="only mixture-of-experts models")
-    g.add_argument("--max-params", type=_positive("--max-params", 1e5),
-                   metavar="B", help="only models up to B billion parameters")
-    g.add_argument("--all", action="store_true", help="also list models that do not fit")
 
 
 def _plan_parser(sub) -> None:
@@ -265,25 +176,9 @@ def _plan_parser(sub) -> None:
                        description="Enumerate candidate rigs (1-8 of each catalog GPU, mixes with what you own, "
                                    "unified-memory machines, with and without NVLink), keep those that reach the "
                                    "target, cheapest first. Exit 0 when an option exists, 1 when none does.")
-    _model_args(p)
+    _model_arg(p)
+    _table_args(p, "plan")
     _output_args(p)
-    g = p.add_argument_group("target and budget")
-    g.add_argument("--min-tps", type=_positive("--min-tps", 1e7),
-                   metavar="N", help="minimum single-stream decode tokens/s")
-    g.add_argument("--budget", type=_positive("--budget", 1e12), metavar="USD", help="most you will spend")
-    g.add_argument("--have", action="append", default=[],
-                   metavar="SPEC", help="GPUs you own ([Nx]GPU_ID): kept, cost nothing")
-    g.add_argument("--rig", metavar="FILE", type=Path,
-                   help="a rig file (advisor detect --save): its GPUs count as owned, its RAM as the rig's")
-    g.add_argument("--ram", metavar="GB", help="system RAM of the rig (default 64)")
-    g.add_argument("--price", action="append", default=[], metavar="ID=USD", help="override a GPU's price")
-    g.add_argument("--kwh-price", type=_positive("--kwh-price", 1e4), default=None,
-                   metavar="USD", help="electricity price per kWh")
-    g.add_argument("--top", type=_whole("--top", 10_000), default=5, metavar="N", help="options to show (default 5)")
-    g.add_argument("--used", action="store_true", default=None,
-                   help="also price GPUs at used-market prices where the catalog has them (the default with --have)")
-    g.add_argument("--new", dest="used", action="store_false",
-                   help="new/list prices only (the default without --have)")
 
 
 def _detect_parser(sub) -> None:
@@ -321,7 +216,7 @@ def app_parser() -> Parser:
     p = Parser(prog="advisor", description="The terminal app: the whole answer on one screen.", epilog=EPILOG,
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", nargs="?", metavar="MODEL", help="open on this model")
-    _rig_args(p)
+    _table_args(p, "app")
     return p
 
 

@@ -27,18 +27,18 @@ def parse_int(text: str, what: str, lo: int, hi: int, suffixes: bool = False) ->
     if suffixes and t[-1:] in _SUFFIX:
         t, mult = t[:-1], _SUFFIX[t[-1]]
     if len(t) > MAX_DIGITS:
-        raise AdvisorError(f"{what} {_show(text)} is out of range", f"use {lo:,} to {hi:,}")
+        raise AdvisorError(f"{what} {_show(text)} is out of range", range_text(lo, hi, whole=True))
     if _INT.fullmatch(t):
         value = int(t.replace("_", "").replace(",", "")) * mult
     elif mult > 1 and _FLOAT.fullmatch(t) and _float_or_none(t) is not None:
         scaled = _float_or_none(t) * mult
         if not math.isfinite(scaled) or not lo <= scaled <= hi:  # 1e308k: no whole number to make of it
-            raise AdvisorError(f"{what} {_show(text)} is out of range", f"use {lo:,} to {hi:,}")
+            raise AdvisorError(f"{what} {_show(text)} is out of range", range_text(lo, hi, whole=True))
         value = int(scaled)
     else:
         raise AdvisorError(f"{what} {_show(text)} is not a whole number", "e.g. 8192" + (" or 8k" if suffixes else ""))
     if not lo <= value <= hi:
-        raise AdvisorError(f"{what} {_show(text)} is out of range", f"use {lo:,} to {hi:,}")
+        raise AdvisorError(f"{what} {_show(text)} is out of range", range_text(lo, hi, whole=True))
     return value
 
 
@@ -64,11 +64,18 @@ def check_number(value: float, what: str, lo: float, hi: float, lo_open: bool = 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise AdvisorError(f"{what} must be a number, not {_show(value)}")
     if isinstance(value, int) and abs(value) > 10**MAX_DIGITS:
-        raise AdvisorError(f"{what} {_show(value)} is out of range", f"use {lo:g} to {hi:g}")
+        raise AdvisorError(f"{what} {_show(value)} is out of range", range_text(lo, hi, lo_open))
     if not math.isfinite(value) or value > hi or value < lo or (lo_open and value == lo):
-        raise AdvisorError(f"{what} {_show(value)} is out of range",
-                           f"use {'more than' if lo_open else 'from'} {lo:g} {'and at most' if lo_open else 'to'} {hi:g}")
+        raise AdvisorError(f"{what} {_show(value)} is out of range", range_text(lo, hi, lo_open))
     return value
+
+
+def range_text(lo: float, hi: float, lo_open: bool = False, whole: bool = False) -> str:
+    """The hint of an out-of-range number: `use 1 to 16,777,216`, `use from 0.05 to 1`, `use more than 0 and at
+    most 1e+07` (one wording for the parser, the engine and every file reader)."""
+    if whole:
+        return f"use {int(lo):,} to {int(hi):,}"
+    return f"use {'more than' if lo_open else 'from'} {lo:g} {'and at most' if lo_open else 'to'} {hi:g}"
 
 
 def _show(value: object) -> str:

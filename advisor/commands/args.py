@@ -6,31 +6,13 @@ import argparse
 
 
 def options_from(args: argparse.Namespace):
-    from advisor.engine.optiontable import OPTIONS
+    """The engine's Options from the parsed options of `args.command` (advisor/engine/optiontable.py says which
+    options it takes and the Options field each one sets)."""
     from advisor.engine.options import Options
+    from advisor.engine.optiontable import options_changes
 
-    numbers = {d.dest: getattr(args, d.dest) for d in OPTIONS if getattr(args, d.dest, None) is not None}
-    return Options(quant=args.quant, kv_type=(args.kv_cache or "f16").lower(), kv_fixed=args.kv_cache is not None,
-                   min_quality=args.min_quality, allow_low_bit=args.allow_low_bit,
-                   min_tps=getattr(args, "min_tps", None) if getattr(args, "command", None) in ("check", "fit") else None,
-                   runtime=args.runtime.lower(), split=args.split, workload=args.workload.lower(),
-                   flash_attn=args.flash_attn, gradient_checkpointing=args.gradient_checkpointing,
-                   optimizer=args.optimizer, sharding=args.sharding.lower(),
-                   enforce_eager=getattr(args, "enforce_eager", False),
-                   mmproj=getattr(args, "mmproj", None),
-                   mmproj_offload=not getattr(args, "no_mmproj_offload", False),
-                   mm_limit=_mm_limit(args), **numbers)
-
-
-def _mm_limit(args: argparse.Namespace) -> int | None:
-    if getattr(args, "no_mmproj", False):
-        return 0
-    text = getattr(args, "limit_mm_per_prompt", None)
-    if text is None:
-        return None
-    from advisor.engine.vision import parse_mm_limit
-
-    return parse_mm_limit(text, "--limit-mm-per-prompt")
+    return Options(**options_changes(getattr(args, "command", None) or "check",
+                                     lambda d: getattr(args, d.dest, None)))
 
 
 def with_mmproj(catalog, options):

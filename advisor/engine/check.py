@@ -17,70 +17,19 @@ from advisor.engine.family import family_of
 from advisor.engine.findings import run_rules
 from advisor.engine.launch import launch_for
 from advisor.engine.loaded import LoadedModel
-from advisor.engine.options import FLASH_ATTN, KV_TYPES, SPLITS, WORKLOADS, Options
-from advisor.engine.optiontable import MAX_REQUESTS, OPTIONS, check_value, given
+from advisor.engine.options import Options
 from advisor.engine.placement import Placement, Placer
 from advisor.engine.quants import fallback_quant, quant_ladder, resolve_quant
 from advisor.engine.result import Interconnect, Report, SplitChoice, WhatIf
 from advisor.engine.rig import Rig
 from advisor.engine.scenario import Scenario
+from advisor.engine.validate import check_options
 from advisor.errors import AdvisorError
 from advisor.record import Record, record
 
 __all__ = ["Pick", "check_options", "check_runtime_hardware", "decode_seconds", "estimate_speed", "evaluate",
            "fallback_quant", "interconnect_verdict", "prefill_seconds", "quant_ladder", "resolve_quant"]
 
-
-
-def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
-    if options.runtime not in catalog.runtimes:
-        raise AdvisorError(f"unknown runtime {options.runtime!r}", f"use one of: {', '.join(catalog.runtimes)}")
-    runtime = catalog.runtimes[options.runtime]
-    if options.kv_type not in KV_TYPES:
-        raise AdvisorError(f"unknown KV cache type {options.kv_type!r}", f"use one of: {', '.join(KV_TYPES)}")
-    if options.kv_type not in runtime.kv_types:
-        raise AdvisorError(f"{runtime.name} has no {options.kv_type} KV cache",
-                           f"use one of: {', '.join(runtime.kv_types)}")
-    if options.split is not None and options.split not in SPLITS:
-        raise AdvisorError(f"unknown split {options.split!r}", "use layer, tensor or row")
-    if options.split == "row" and not runtime.row_split:
-        raise AdvisorError(f"{runtime.name} has no row split (-sm row)", "use --split layer or --split tensor")
-    if options.flash_attn not in FLASH_ATTN:
-        raise AdvisorError(f"unknown flash attention setting {options.flash_attn!r}", "use auto, on or off")
-    if options.flash_attn == "off" and options.kv_type != "f16" and runtime.kv_quant_needs_flash_attention:
-        raise AdvisorError(f"{runtime.name} needs flash attention for a {options.kv_type} V cache",
-                           "drop --flash-attn off, or use --kv-cache f16")
-    if options.workload not in WORKLOADS:
-        raise AdvisorError(f"unknown workload {options.workload!r}", f"use one of: {', '.join(WORKLOADS)}")
-    _check_numbers(catalog, runtime, options)
-    if options.mm_limit != 0 and (options.mmproj or (options.vision_tower is not None
-                                                     and options.vision_tower.source == "mmproj")):
-        vis = catalog.rules.vision.by_runtime.get(runtime.vision_terms)
-        if vis is None or "mmproj" not in vis.loads:
-            takers = [r.id for r in catalog.runtimes.values()
-                      if "mmproj" in getattr(catalog.rules.vision.by_runtime.get(r.vision_terms), "loads", ())]
-            raise AdvisorError(f"{runtime.name} does not load an mmproj file (--mmproj)",
-                               f"runtimes that do: {', '.join(takers)}; {runtime.name} reads the vision tower "
-                               f"from the model's own checkpoint" if takers else "drop --mmproj")
-        if options.vision_tower is None:
-            raise AdvisorError(f"--mmproj {options.mmproj}: the file was not read", "pass it on the command line")
-    if options.mm_limit is not None and not 0 <= options.mm_limit <= MAX_REQUESTS:
-        raise AdvisorError(f"--limit-mm-per-prompt {options.mm_limit} is out of range", f"use 0 to {MAX_REQUESTS}")
-    return runtime
-
-
-def _check_numbers(catalog: Catalog, runtime: RuntimeSpec, options: Options) -> None:
-    """Every numeric option within its bounds and taken by this runtime (advisor/engine/optiontable.py)."""
-    for d in OPTIONS:
-        value = getattr(options, d.dest)
-        if value is not None:
-            check_value(d, value)
-        if d.runtime_option and given(d, value) and d.runtime_option not in runtime.option_names:
-            takers = [r.id for r in catalog.runtimes.values() if d.runtime_option in r.option_names]
-            raise AdvisorError(f"{runtime.name} has no option {d.flags[0]}", f"runtimes that have one: {', '.join(takers)}")
-    if options.enforce_eager and "eager" not in runtime.option_names:
-        takers = [r.id for r in catalog.runtimes.values() if "eager" in r.option_names]
-        raise AdvisorError(f"{runtime.name} has no option --enforce-eager", f"runtimes that have one: {', '.join(takers)}")
 
 
 def check_runtime_hardware(runtime: RuntimeSpec, rig: Rig) -> None:

@@ -495,13 +495,14 @@ def _number_settings(parsed: ParsedCommand, changes: dict) -> None:
 
 
 def _cache_settings(parsed: ParsedCommand, changes: dict) -> None:
-    """Flash attention, the K/V cache types, eager mode, a full-context sliding window."""
-    from advisor.engine.options import KV_TYPES
+    """Flash attention, the K/V cache types, eager mode, a full-context sliding window (the choices the option
+    table declares for --flash-attn and --kv-cache)."""
+    from advisor.engine.optiontable import option
 
-    fa = parsed.get("flash_attn")
+    fa, kv_types = parsed.get("flash_attn"), option("kv_cache").choices
     if fa is not None:
-        if fa not in ("on", "off", "auto"):
-            raise AdvisorError(f"--cmd: flash attention {fa!r}", "use on, off or auto")
+        if fa not in option("flash_attn").choices:
+            raise AdvisorError(f"--cmd: flash attention {fa!r}", f"use {', '.join(option('flash_attn').choices)}")
         changes["flash_attn"] = fa
     ctk, ctv = parsed.get("cache_type_k"), parsed.get("cache_type_v")
     if ctk or ctv:
@@ -512,8 +513,8 @@ def _cache_settings(parsed: ParsedCommand, changes: dict) -> None:
         changes["kv_type"] = k
     if parsed.get("kv_cache_dtype") is not None:
         changes["kv_type"] = parsed.get("kv_cache_dtype")
-    if changes.get("kv_type") is not None and changes["kv_type"] not in KV_TYPES:
-        raise AdvisorError(f"--cmd: KV cache type {changes['kv_type']!r}", f"use one of: {', '.join(KV_TYPES)}")
+    if changes.get("kv_type") is not None and changes["kv_type"] not in kv_types:
+        raise AdvisorError(f"--cmd: KV cache type {changes['kv_type']!r}", f"use one of: {', '.join(kv_types)}")
     if parsed.get("eager") is not None:
         changes["enforce_eager"] = True
     if parsed.get("swa_full") is not None:
@@ -522,14 +523,15 @@ def _cache_settings(parsed: ParsedCommand, changes: dict) -> None:
 
 def _vision_settings(parsed: ParsedCommand, changes: dict) -> None:
     """The mmproj file, where it sits, and how many images a prompt takes (0: text only)."""
+    from advisor.engine.optiontable import option, parse
+
     if parsed.get("mmproj") is not None:
         changes["mmproj"] = parsed.get("mmproj")
     if parsed.get("no_mmproj_offload") is not None:
         changes["mmproj_offload"] = False
     if parsed.get("limit_mm") is not None:
-        from advisor.engine.vision import parse_mm_limit
-
-        changes["mm_limit"] = parse_mm_limit(parsed.get("limit_mm"), "--cmd --limit-mm-per-prompt")
+        changes["mm_limit"] = parse(option("limit_mm_per_prompt"), parsed.get("limit_mm"),
+                                    "--cmd --limit-mm-per-prompt")
     if parsed.get("no_mmproj") is not None or parsed.get("language_model_only") is not None:
         changes["mm_limit"] = 0
 

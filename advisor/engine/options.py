@@ -8,6 +8,10 @@ from advisor.engine.vision import VisionTower
 KV_TYPES = ("f16", "q8_0", "q4_0", "fp8")
 SPLITS = ("layer", "tensor", "row")
 WORKLOADS = ("inference", "lora", "qlora", "full-finetune")
+SHARDINGS = ("auto", "ddp", "zero1", "zero2", "zero3", "fsdp", "fsdp-offload")
+"""--sharding: auto picks the least that fits; fsdp is ZeRO-3 (weights, gradients and state sharded);
+fsdp-offload keeps the shards in system RAM and brings one layer at a time to the GPU (FSDP
+CPUOffload, ZeRO-Infinity's offload: Answer.AI's recipe for 70B on 2x 24 GB)."""
 FLASH_ATTN = ("auto", "on", "off")
 DEFAULT_CTX = 8192
 DEFAULT_PROMPT_TOKENS = 512

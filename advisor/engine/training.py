@@ -20,7 +20,7 @@ from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import GIB, Catalog, ModelSpec
 from advisor.engine import memory as mem
 from advisor.engine.interconnect import Link, slowest_link
-from advisor.engine.options import Options
+from advisor.engine.options import SHARDINGS, Options
 from advisor.engine.placement import host_capacity, usable_capacity
 from advisor.engine.result import Interconnect, Training
 from advisor.engine.rig import Rig
@@ -28,10 +28,6 @@ from advisor.engine.speed import pcie_gb_s
 from advisor.errors import AdvisorError
 from advisor.record import Record, record
 
-SHARDINGS = ("auto", "ddp", "zero1", "zero2", "zero3", "fsdp", "fsdp-offload")
-"""--sharding: auto picks the least that fits; fsdp is ZeRO-3 (weights, gradients and state sharded);
-fsdp-offload keeps the shards in system RAM and brings one layer at a time to the GPU (FSDP
-CPUOffload, ZeRO-Infinity's offload: Answer.AI's recipe for 70B on 2x 24 GB)."""
 _NAMES = {"single": "single GPU", "ddp": "DDP (data parallel)", "zero1": "ZeRO-1 (optimizer state sharded)",
           "zero2": "ZeRO-2 (gradients and optimizer state sharded)", "zero3": "FSDP / ZeRO-3 (sharded)",
           "offload": "FSDP / ZeRO-3 with CPU offload"}

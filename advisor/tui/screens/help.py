@@ -10,6 +10,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from advisor.engine.optiontable import CONTROLS
+
 # (group, what it is for, [(keys, what they do)]): the app's own help, tab by tab.
 HELP = (
     ("Everywhere", "The rig is on top; the tabs below answer for it.", (
@@ -23,7 +25,7 @@ HELP = (
         ("q", "quit"),
     )),
     ("Check", "One model on this rig: the verdict, memory per GPU, speed, the NVLink verdict, findings.", (
-        ("tab", "move through quant, context, KV cache, runtime, split, streams, workload"),
+        ("tab", f"move through {', '.join(d.widget.label for d in CONTROLS)}"),
         ("enter", "open a choice list; enter again picks"),
         ("", "max context = the largest context with everything on the GPUs; an offloaded run "
              "has none and runs at the context chosen here"),

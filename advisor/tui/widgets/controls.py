@@ -1,4 +1,5 @@
-"""The inputs besides model and rig: quant, context, KV cache, runtime, split, concurrency, workload."""
+"""The inputs besides model and rig, one Select per option the option table gives a control
+(advisor/engine/optiontable.py CONTROLS: quant, context, KV cache, runtime, split, streams, workload)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,19 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Label, Select
 
 from advisor.catalog.types import Catalog
-from advisor.engine.options import KV_TYPES, WORKLOADS, Options
+from advisor.engine.options import Options
+from advisor.engine.optiontable import CONTROLS, default_of, options_changes
 
 AUTO = "auto"
-CONTEXTS = (2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
-STREAMS = (1, 2, 4, 8, 16, 32, 64)
 
 
 def _row(label: str, select: Select) -> Horizontal:
     return Horizontal(Label(label), select, classes="control")
+
+
+def _label(value: object) -> str:
+    """A whole number of 1024s as `8k`, as the parser reads it; anything else as itself."""
+    return f"{value // 1024}k" if isinstance(value, int) and value >= 1024 and value % 1024 == 0 else str(value)
 
 
 class Controls(Vertical):
@@ -28,25 +33,24 @@ class Controls(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Horizontal(Label("model"), Button(self.model_name, id="model", compact=True), classes="control")
-        yield _row("quant", Select(self._quants(Options().runtime), value=AUTO, allow_blank=False, compact=True, id="quant"))
-        yield _row("context", Select([(f"{c // 1024}k", c) for c in CONTEXTS], value=8192, allow_blank=False,
-                                     compact=True, id="ctx"))
-        # auto: f16, or q8_0 where that fits a better quantization (the advisor's choice, advisor.engine.choice)
-        yield _row("KV cache", Select([(AUTO, AUTO)] + [(k, k) for k in KV_TYPES], value=AUTO, allow_blank=False,
-                                      compact=True, id="kv"))
-        yield _row("runtime", Select([(r, r) for r in self.catalog.runtimes], value=Options().runtime,
-                                     allow_blank=False, compact=True, id="runtime"))
-        yield _row("split", Select([(AUTO, AUTO), ("layer", "layer"), ("tensor", "tensor")], value=AUTO,
-                                   allow_blank=False, compact=True, id="split"))
-        yield _row("streams", Select([(str(n), n) for n in STREAMS], value=1, allow_blank=False, compact=True,
-                                     id="streams"))
-        yield _row("workload", Select([(w, w) for w in WORKLOADS], value="inference", allow_blank=False,
-                                      compact=True, id="workload"))
+        for d in CONTROLS:
+            w = d.widget
+            first = AUTO if w.auto else (w.initial if w.initial is not None else default_of(d))
+            yield _row(w.label, Select(self._values(d, Options().runtime), value=first, allow_blank=False,
+                                       compact=True, id=w.id))
 
-    def _quants(self, runtime: str) -> list[tuple[str, str]]:
-        rt = self.catalog.runtimes[runtime]
-        ids = [q.id for q in self.catalog.quants.values() if rt.loads(q)]
-        return [("auto", AUTO)] + [(q, q) for q in ids]
+    def _values(self, d, runtime: str) -> list[tuple[str, object]]:
+        """The entries of option `d`'s Select: `auto` first where it has one, then its presets, its choices, or
+        the catalog's quants the runtime loads / runtimes."""
+        w = d.widget
+        if w.from_catalog == "quants":
+            rt = self.catalog.runtimes[runtime]
+            values: tuple = tuple(q.id for q in self.catalog.quants.values() if rt.loads(q))
+        elif w.from_catalog == "runtimes":
+            values = tuple(self.catalog.runtimes)
+        else:
+            values = w.presets or d.choices
+        return ([(AUTO, AUTO)] if w.auto else []) + [(_label(v), v) for v in values]
 
     def set_model_name(self, name: str) -> None:
         self.query_one("#model", Button).label = name
@@ -55,18 +59,19 @@ class Controls(Vertical):
         """Offer only the quants the chosen runtime loads; keep the choice when it still applies."""
         quant = self.query_one("#quant", Select)
         current = quant.value
-        options = self._quants(self.query_one("#runtime", Select).value)
+        choice = next(d for d in CONTROLS if d.widget.id == "quant")
+        options = self._values(choice, self.query_one("#runtime", Select).value)
         quant.set_options(options)
         quant.value = current if any(v == current for _, v in options) else AUTO
 
     def options(self) -> Options:
-        value = lambda sel: self.query_one(f"#{sel}", Select).value  # noqa: E731
-        quant, split = value("quant"), value("split")
-        kv = value("kv")
-        return Options(quant=None if quant == AUTO else quant, ctx=value("ctx"),
-                       kv_type="f16" if kv == AUTO else kv, kv_fixed=kv != AUTO,
-                       runtime=value("runtime"), split=None if split == AUTO else split,
-                       concurrency=value("streams"), workload=value("workload"))
+        """The Options the controls say, through the same mapping as the command line's (an `auto` is not given)."""
+        given = {}
+        for d in CONTROLS:
+            value = self.query_one(f"#{d.widget.id}", Select).value
+            if not (d.widget.auto and value == AUTO):
+                given[d.dest] = value
+        return Options(**options_changes("check", lambda d: given.get(d.dest)))
 
     def set_value(self, sel: str, value: object) -> None:
         self.query_one(f"#{sel}", Select).value = value
