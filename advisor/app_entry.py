@@ -7,6 +7,7 @@ any UI starts. Textual is imported only here, lazily, so the headless commands n
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 TYPE_CHECKING = False
@@ -47,8 +48,9 @@ def make_app(args: argparse.Namespace):
 
 
 def run_app(args: argparse.Namespace, headless: Callable[[list[str]], int]) -> int:
-    """The app in a terminal; elsewhere `headless` (the CLI's main) answers the same question in text."""
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    """The app in a terminal (or a browser's, under `advisor serve`); elsewhere `headless` (the CLI's main)
+    answers the same question in text."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()) and not os.environ.get("TEXTUAL_DRIVER"):
         return _headless(args, headless)
     try:
         app = make_app(args)
@@ -73,3 +75,4 @@ def _headless(args: argparse.Namespace, main: Callable[[list[str]], int]) -> int
         sys.stderr.write(f"advisor: not a terminal, so no app: this was `advisor {' '.join(command)}` "
                          f"(run `advisor` in a terminal for the app)\n")
     return code
+

@@ -29,6 +29,8 @@ COMMANDS: dict[str, str] = {
     "quants": "advisor.commands.catalog:cmd_list",
     "rules": "advisor.commands.catalog:cmd_rules",
     "catalog": "advisor.commands.catalog:cmd_catalog",
+    "mcp": "advisor.commands.mcp:cmd_mcp",
+    "serve": "advisor.commands.serve:cmd_serve",
 }
 """Each command and its handler (imported only when that command runs: a faster start)."""
 
@@ -151,7 +153,40 @@ def build_parser(only: str | None = None) -> Parser:
         _output_args(p)
     if want("catalog"):
         _catalog_parser(sub)
+    if want("mcp"):
+        p = sub.add_parser("mcp", help="a Model Context Protocol server on stdin/stdout (check, fit, plan, ... as tools)",
+                           description="Serve the advisor to MCP clients (assistants, chat apps) over stdio: one tool "
+                                       "per command, its input schema the command's options, its answer the --json output.")
+        p.set_defaults(tool_parser=build_parser, tool_commands=tuple(COMMANDS))
+    if want("serve"):
+        _serve_parser(sub)
     return parser
+
+
+def _serve_parser(sub) -> None:
+    """`advisor serve`: the app's own arguments (MODEL, the rig), and where to listen."""
+    p = sub.add_parser("serve", parents=[app_parser()], conflict_handler="resolve",
+                       help="the terminal app in a web browser (textual-serve), on this machine by default",
+                       description="Serve the app to a browser: each page load runs `advisor [MODEL] [rig options]` "
+                                   "in a terminal the page shows. Bound to 127.0.0.1 unless --host says otherwise.")
+    g = p.add_argument_group("server")
+    g.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 for every interface)")
+    g.add_argument("--port", type=_port, default=8000, metavar="N", help="port (default 8000)")
+    p.set_defaults(app_parser=app_parser, make_app=_make_app)
+
+
+def _make_app(args: argparse.Namespace):
+    """The app for these arguments (AdvisorError on bad input), for `advisor serve` to check them first."""
+    from advisor.app_entry import make_app
+
+    return make_app(args)
+
+
+def _port(text: str) -> int:
+    from advisor.numbers import parse_int
+
+    return parse_int(text, "--port", 1, 65_535)
 
 
 def _check_parser(sub) -> None:

@@ -54,7 +54,7 @@ def test_concurrency_says_how_many_run_at_once_and_that_the_rest_queue(run_cli):
     serving = json.loads(run_cli(*args, "--json").stdout)["serving"]
     running, queued = serving["running"], serving["queued"]
     assert serving["requested"] == 8 and 1 <= running < 8 and running + queued == 8
-    text = run_cli(*args).stdout
+    text = run_cli(*args, env={"COLUMNS": "200"}).stdout  # one row a line: a terminal wide enough not to wrap
     said = f"8 streams requested: {running} at once, {queued} queue"
     context = next(line for line in text.splitlines() if line.strip().startswith("context "))
     decode = next(line for line in text.splitlines() if line.strip().startswith("decode, 8"))

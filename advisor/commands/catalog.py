@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from advisor.commands.output import EXIT_NO, EXIT_YES, emit, emit_json, fmt_of
+from advisor.commands.output import EXIT_NO, EXIT_YES, emit, emit_json, fmt_of, wrapped
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -49,8 +49,14 @@ def cmd_list(args: argparse.Namespace) -> int:
                                                                 r.default_split != "tensor" else ""),
                   "yes" if r.supports_cpu_offload else "no", ",".join(r.kv_types),
                   r.name + (f" (like {r.like})" if r.like else "")) for r in rows]
-    emit(format_table(header, table, markdown=fmt_of(args) == "markdown"))
+    emit(format_table(header, table, markdown=fmt_of(args) == "markdown", width=_width()))
     return EXIT_YES if rows else EXIT_NO
+
+
+def _width() -> int:
+    from advisor.report.wrap import terminal_width
+
+    return terminal_width()
 
 
 PARAMETRIC = (
@@ -82,14 +88,14 @@ def _quants(args: argparse.Namespace, rows: list) -> int:
               f"{q.ppl_delta_pct:.2f}" if q.ppl_delta_pct is not None else "—",
               ",".join(q.runtimes), ", ".join(q.aliases) or "") for q in rows]
     md = fmt_of(args) == "markdown"
-    text = format_table(header, table, markdown=md)
+    text = format_table(header, table, markdown=md, width=_width())
     if not args.query:
         text += ("\n\n" + "\n".join(f"{i:<11} {b}" for i, _, b, _ in PARAMETRIC) + "\n" + FILE_ONLY + "\n\n"
                  "bpw: whole file on Llama 3.1 8B (bigger models spend fewer: see each entry's bpw_basis); linear: bits of "
                  "every weight but the 16-bit embeddings where the format keeps those; KLD and ppl +%: against 16-bit on "
                  "Llama 3 8B (llama.cpp perplexity scoreboard), — where none is published on that basis. Sources: "
                  "`advisor quants --json` (bpw_basis, quality_basis), rules/quants.toml.")
-    emit(text)
+    emit(text if md else wrapped(text))
     return EXIT_YES if rows else EXIT_NO
 
 
@@ -104,7 +110,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
     elif fmt_of(args) == "markdown":
         emit(format_table(("code", "checks"), [(d.code, d.summary) for d in rows], markdown=True))
     else:
-        emit("\n".join(f"{d.code:<7} {d.summary}" for d in rows))
+        emit(wrapped("\n".join(f"{d.code:<7} {d.summary}" for d in rows)))
     return EXIT_YES if rows else EXIT_NO
 
 
@@ -126,8 +132,8 @@ def cmd_catalog(args: argparse.Namespace) -> int:
             db, rules = load.builtin_dirs()
             emit_json({"user_dir": str(folder), "builtin_hardware_db": str(db), "builtin_rules": str(rules)})
         else:
-            emit(f"{folder}\n(put *.toml files with [[gpu]], [[model]], [[quant]], [[runtime]] or [[preset]] "
-                 f"tables there; entries override the built-in ones by id; set $ADVISOR_CONFIG_DIR to move it)")
+            emit(wrapped(f"{folder}\n(put *.toml files with [[gpu]], [[model]], [[quant]], [[runtime]] or [[preset]] "
+                 f"tables there; entries override the built-in ones by id; set $ADVISOR_CONFIG_DIR to move it)"))
         return EXIT_YES
     if args.action == "schema":
         emit_json(load.schemas())
@@ -136,5 +142,5 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     if fmt_of(args) == "json":
         emit_json({"ok": not problems, "problems": problems})
     else:
-        emit("\n".join(problems) if problems else "catalog OK: built-in and user files validate")
+        emit(wrapped("\n".join(problems)) if problems else "catalog OK: built-in and user files validate")
     return EXIT_NO if problems else EXIT_YES

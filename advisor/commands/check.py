@@ -42,6 +42,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         emit(render_markdown(report))
     else:
         from advisor.report.text import render_text, use_color
+        from advisor.report.wrap import terminal_width
 
-        emit(render_text(report, color=use_color()))
+        emit(render_text(report, color=use_color(), width=terminal_width()))
     return EXIT_YES if report.fits else EXIT_NO

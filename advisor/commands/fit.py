@@ -25,5 +25,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if fmt_of(args) == "json":  # the JSON array is the contract: the rig's warnings go beside it
         for warning in rig.warnings if rig.gpus else ():
             say(f"advisor: warning: {warning}")
-    emit_doc(args, fit_doc(ranked, rig, args.runtime, show_all=args.all))
+    from advisor.report.wrap import terminal_width
+
+    emit_doc(args, fit_doc(ranked, rig, args.runtime, show_all=args.all, width=terminal_width()))
     return EXIT_YES if any(usable(r, rig.is_cpu_only) for r in ranked) else EXIT_NO

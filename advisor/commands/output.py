@@ -45,9 +45,17 @@ def emit_json(obj: Any) -> None:
 
 
 def emit_doc(args: argparse.Namespace, doc: Doc) -> None:
-    emit(render(doc, fmt_of(args)))
+    fmt = fmt_of(args)
+    emit(wrapped(doc.text) if fmt == "text" else render(doc, fmt))
 
 
 def emit_text(args: argparse.Namespace, title: str, text: str) -> None:
-    """Plain text, or for --format markdown the same under a heading in a fenced block."""
-    emit(fenced(title, text) if fmt_of(args) == "markdown" else text)
+    """Plain text wrapped to the terminal, or for --format markdown the same under a heading in a fenced block."""
+    emit(fenced(title, text) if fmt_of(args) == "markdown" else wrapped(text))
+
+
+def wrapped(text: str) -> str:
+    """Text for a terminal: every line wrapped to its width (80 columns in a pipe; `COLUMNS` honoured)."""
+    from advisor.report.wrap import terminal_width, wrap_text
+
+    return wrap_text(text, terminal_width())

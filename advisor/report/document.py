@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from advisor.record import Record, record
+from advisor.report.wrap import table_lines
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,12 +40,12 @@ def fenced(title: str, text: str) -> str:
     return f"## {title}\n\n```\n{text.rstrip()}\n```"
 
 
-def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]], markdown: bool = False) -> str:
-    """Columns for a terminal (first and last left-aligned, numbers right-aligned), or a markdown table."""
+def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]], markdown: bool = False,
+                 width: int | None = None) -> str:
+    """Columns for a terminal (first and last left-aligned, numbers right-aligned; with `width`, text columns
+    wrap to fit it), or a markdown table."""
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         return "\n".join(lines + ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows])
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     last = len(header) - 1
-    return "\n".join("  ".join(c.ljust(w) if i in (0, last) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-                     .rstrip() for r in [header, *rows])
+    return "\n".join(table_lines([header, *rows], tuple(0 < i < last for i in range(len(header))), width, indent=0))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from advisor.engine.rank import Ranked
 from advisor.engine.rig import Rig
 from advisor.report.document import Doc
+from advisor.report.wrap import table_lines
 
 
 def usable(r: Ranked, cpu: bool) -> bool:
@@ -12,7 +13,9 @@ def usable(r: Ranked, cpu: bool) -> bool:
     return r.report.runs if cpu else r.report.fits
 
 
-def fit_doc(ranked: list[Ranked], rig: Rig, runtime: str, show_all: bool = False) -> Doc:
+def fit_doc(ranked: list[Ranked], rig: Rig, runtime: str, show_all: bool = False, width: int | None = None) -> Doc:
+    """The ranked models as a document; `width` wraps the text's table to a terminal (its notes wrap in their
+    column)."""
     cpu = rig.is_cpu_only
     shown = ranked if show_all else [r for r in ranked if usable(r, cpu)]
     data = [{"model": r.model.id, "quant": r.report.quant.id if r.report.fits else None,
@@ -24,13 +27,14 @@ def fit_doc(ranked: list[Ranked], rig: Rig, runtime: str, show_all: bool = False
     intro = (f"What runs on {rig_words} at {ctx:,} tokens of context ({runtime}), best first:" if not cpu else
              f"No GPU: what runs on the CPU from system RAM at {ctx:,} tokens of context, biggest first among "
              f"those at reading speed (describe GPUs with --gpu to plan for them):")
-    text, md = [intro, "", f"  {'model':<30} {'quant':<8} {'decode':>10} {'max ctx':>9}  note"], \
-        [intro, "", "| model | quant | decode tok/s | max ctx | note |", "|---|---|---|---|---|"]
+    rows = [("model", "quant", "decode", "max ctx", "note")]
+    md = [intro, "", "| model | quant | decode tok/s | max ctx | note |", "|---|---|---|---|---|"]
     for r in shown:
         tps = f"{r.report.speed.decode_tokens_per_s:.1f}" if r.report.speed.decode_tokens_per_s else "—"
         quant = r.report.quant.id if usable(r, cpu) else "—"
-        text.append(f"  {r.model.id:<30} {quant:<8} {tps:>10} {r.report.max_context_tokens:>9,}  {r.note}")
+        rows.append((r.model.id, quant, tps, f"{r.report.max_context_tokens:,}", r.note))
         md.append(f"| {r.model.id} | {quant} | {tps} | {r.report.max_context_tokens:,} | {r.note} |")
+    text = [intro, "", *table_lines(rows, (False, False, True, True, False), width)]
     warnings = [f"warning: {w}" for w in rig.warnings] if rig.gpus else []  # MIG, a GPU lost: the answer carries it
     text, md = text + warnings, md + warnings
     hidden = len(ranked) - len(shown)

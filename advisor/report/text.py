@@ -9,6 +9,7 @@ from advisor.record import Record, record
 from advisor.catalog.types import GIB
 from advisor.engine.result import Report
 from advisor.engine.strategies import words_of
+from advisor.report.wrap import shell_lines, table_lines, wrap_line
 
 
 
@@ -202,35 +203,64 @@ def use_color(stream=None) -> bool:
     return stream.isatty() and "NO_COLOR" not in os.environ
 
 
-def render_text(r: Report, color: bool = False) -> str:
-    bold = (lambda t: f"\x1b[1m{t}\x1b[0m") if color else (lambda t: t)
-    tone = {"FITS": "32", "RUNS WITH OFFLOAD": "33", "RUNS ON THE CPU": "33", "DOES NOT RUN": "31",
-            "DOES NOT FIT": "31"}
-    head = headline(r)
-    if color:
-        for word, code in tone.items():
-            if head.endswith(word):
-                head = head[: -len(word)] + f"\x1b[1;{code}m{word}\x1b[0m"
-                break
-    out = [head, ""]
+def render_text(r: Report, color: bool = False, width: int | None = None) -> str:
+    """The report for a terminal; with `width`, every line wrapped to it (tables wrap their text columns,
+    the command is continued with a backslash)."""
+    verdict = _verdict(headline(r))
+    head = headline(r)[: -len(verdict)] + verdict.replace(" ", "\0") if verdict else headline(r)
+    out = [line.replace("\0", " ") for line in _wrapped([head], width)] + [""]
+    titles = []
     for sec in document(r):
-        out.append(bold(sec.title))
+        titles.append(len(out))
+        out.append(sec.title)
         if sec.header:
-            out += _table([sec.header, *sec.rows])
+            out += _table([sec.header, *sec.rows], width)
         elif sec.title == "Findings":
-            out += [f"  {code} {sev:<7} {msg}" for code, sev, msg in sec.rows] or ["  none"]
+            out += _wrapped([f"  {code} {sev:<7}  {msg}" for code, sev, msg in sec.rows] or ["  none"], width)
         else:
-            width = max((len(k) for k, *_ in sec.rows), default=0)
-            out += [f"  {k:<{width}}  {v}" for k, v in sec.rows]
-        out += [f"  {line}" for line in sec.lines]
+            w = max((len(k) for k, *_ in sec.rows), default=0)
+            out += _wrapped([f"  {k:<{w}}  {v}" for k, v in sec.rows], width)
+        out += _section_lines(r, sec, width)
         out.append("")
+    if color:
+        out = _colored(out, titles, verdict)
     return "\n".join(out).rstrip() + "\n"
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-            for row in rows]
+_TONE = {"FITS": "32", "RUNS WITH OFFLOAD": "33", "RUNS ON THE CPU": "33", "DOES NOT RUN": "31", "DOES NOT FIT": "31"}
+
+
+def _verdict(head: str) -> str:
+    return next((word for word in _TONE if head.endswith(word)), "")
+
+
+def _colored(out: list[str], titles: list[int], verdict: str) -> list[str]:
+    """Section titles in bold, the verdict (the end of the headline's last line) in its colour."""
+    out = [f"\x1b[1m{line}\x1b[0m" if i in titles else line for i, line in enumerate(out)]
+    last = out.index("") - 1
+    if verdict and out[last].endswith(verdict):
+        out[last] = out[last][: -len(verdict)] + f"\x1b[1;{_TONE[verdict]}m{verdict}\x1b[0m"
+    return out
+
+
+def _wrapped(lines: list[str], width: int | None) -> list[str]:
+    return lines if width is None else [w for line in lines for w in wrap_line(line, width)]
+
+
+def _section_lines(r: Report, sec: Section, width: int | None) -> list[str]:
+    """A section's notes, two spaces in; the launch command continued with a backslash rather than cut."""
+    command = r.launch.command if sec.title == "Run it" and r.launch is not None else None
+    out = []
+    for line in sec.lines:
+        if width is not None and command and line == command:
+            out += shell_lines(line, width)
+        else:
+            out += _wrapped([f"  {line}"], width)
+    return out
+
+
+def _table(rows: list[tuple[str, ...]], width: int | None = None) -> list[str]:
+    return table_lines(rows, tuple(i >= 2 for i in range(len(rows[0]))), width)
 
 
 def render_markdown(r: Report) -> str:

@@ -35,6 +35,7 @@ from advisor.tui.export import ConfirmOverwrite, as_text, free_name, write_atomi
 from advisor.tui.screens.help import HelpScreen
 from advisor.tui.screens.pickers import ModelScreen, RigScreen, preset_rig
 from advisor.tui.widgets.answer import Answer
+from advisor.tui.widgets.charts import SpeedCurve
 from advisor.tui.widgets.controls import Controls
 from advisor.tui.widgets.fit import FitView
 from advisor.tui.widgets.plan import PlanView
@@ -178,6 +179,7 @@ class MainScreen(Screen[None]):
             answer.show_message(str(exc), error=True)
         else:
             answer.show(self.report)
+            answer.curve(self.catalog, model, self.report)
         self._fit_stale = True
         self._refresh_active()
 
@@ -277,10 +279,13 @@ class MainScreen(Screen[None]):
             return f"advisor-plan-{self.model_id}", render(doc, "json" if fmt == "json" else "markdown")
         if self.report is None:
             return None
+        from advisor.report.curves import curve_markdown
         from advisor.report.jsonout import check_json
         from advisor.report.text import render_markdown
 
-        text = as_text(fmt, render_markdown(self.report), check_json(self.report))
+        curve = self.query_one(SpeedCurve)  # its chart as mermaid and a table, once drawn for this answer
+        extra = "\n" + curve_markdown(curve.points) if curve.report is self.report and curve.points else ""
+        text = as_text(fmt, render_markdown(self.report) + extra, check_json(self.report))
         return f"advisor-{self.report.model.id}", text
 
     def action_export(self, fmt: str) -> None:

@@ -19,6 +19,8 @@ from advisor.engine.placement import DeviceUse
 from advisor.engine.result import Report
 from advisor.catalog.types import GIB
 from advisor.report.text import Section, document, gib, headline, max_context_words, rate
+from advisor.tui.widgets.charts import SpeedCurve, TradeOff
+from advisor.tui.widgets.choices import ChoicesView
 
 def key_figures(r: Report) -> Text:
     """The answer at a glance, one line: speed, largest context, NVLink verdict (training: memory per
@@ -158,9 +160,11 @@ class Answer(VerticalScroll):
             with Vertical(classes="answer-col"):
                 yield SectionView(id="sec-answer")
                 # shown once the report's document() has them (issue 17's choices, issues 14/15's launch command)
-                yield SectionView(id="sec-choices")
+                yield ChoicesView(id="sec-choices")
+                yield TradeOff(id="chart-tradeoff")
                 yield SectionView(id="sec-launch")
                 yield SectionView(id="sec-speed")
+                yield SpeedCurve(id="chart-speed")
                 yield SectionView(id="sec-training")
             with Vertical(classes="answer-col"):
                 yield SectionView(id="sec-interconnect")
@@ -192,5 +196,10 @@ class Answer(VerticalScroll):
         self.query_one("#answer-grid").display = True
         secs = {s.title.split(" ")[0].lower(): s for s in document(r)}
         for key in ("answer", "choices", "launch", "speed", "training", "interconnect", "findings"):
-            self.query_one(f"#sec-{key}", SectionView).show(secs.get("run" if key == "launch" else key))
+            self.query_one(f"#sec-{key}", SectionView | ChoicesView).show(secs.get("run" if key == "launch" else key))
+        self.query_one(TradeOff).show(r)
         self.scroll_home(animate=False)  # a new answer starts at its verdict
+
+    def curve(self, catalog, model, r: Report) -> None:
+        """Start the speed-against-context chart for `r` (evaluated on `model`): a worker asks the engine again."""
+        self.query_one(SpeedCurve).compute(catalog, model, r)
