@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "quants": "advisor.commands.catalog:cmd_list",
     "rules": "advisor.commands.catalog:cmd_rules",
     "catalog": "advisor.commands.catalog:cmd_catalog",
+    "verify": "advisor.commands.verify:cmd_verify",
 }
 """Each command and its handler (imported only when that command runs: a faster start)."""
 
@@ -40,6 +41,7 @@ examples:
   advisor fit --gpu rtx-4090 --ctx 8192                     what runs on this rig, ranked
   advisor plan llama-3.1-70b --quant Q4_K_M --min-tps 10     cheapest rigs that reach the target
   advisor detect --save my-rig.toml                         capture this machine as a rig file
+  advisor verify ./qwen3-8b-Q4_K_M.gguf                     run llama-bench here: predicted against measured
   advisor models llama / advisor gpus 3090                  search the catalog
   advisor runtimes / advisor rules                          runtimes and what each does; rule codes
   advisor quants                                            quantizations: bits per weight, quality, runtimes
@@ -223,6 +225,8 @@ def build_parser(only: str | None = None) -> Parser:
         _output_args(p)
     if want("catalog"):
         _catalog_parser(sub)
+    if want("verify"):
+        _verify_parser(sub)
     return parser
 
 
@@ -241,6 +245,7 @@ def _check_parser(sub) -> None:
     _image_args(p)
     _rig_args(p)
     _output_args(p)
+    _calibration_arg(p)
 
 
 def _fit_parser(sub) -> None:
@@ -310,6 +315,41 @@ def _catalog_parser(sub) -> None:
                    help="add: another name it answers to (repeatable; the reference itself is always one)")
     p.add_argument("--replace", action="store_true", help="add: write an entry this command added before again")
     _output_args(p)
+
+
+def _verify_parser(sub) -> None:
+    """`advisor verify`: check's model, rig and option groups, plus what to measure and where it goes."""
+    p = sub.add_parser("verify", help="measure this rig (or read results run elsewhere): predicted against measured",
+                       description="Run your own benchmark for the answer (llama-bench on PATH with the answer's "
+                                   "flags, the local Ollama, or `vllm bench serve` against --base-url), or read one "
+                                   "with --import; print predicted against measured for decode, prefill and memory, "
+                                   "and whether the fit verdict held. Each comparison is stored beside the user "
+                                   "catalog; later answers on the same rig are calibrated from them. Exit 0, 1 when "
+                                   "the fit verdict did not hold, 2 on bad input or a benchmark that fails.")
+    _model_args(p, optional=True)
+    p.add_argument("--cmd", metavar="COMMAND", help="the command line the results are for, as for `check --cmd`")
+    _serving_args(p)
+    _rig_args(p)
+    _output_args(p)
+    g = p.add_argument_group("measuring")
+    g.add_argument("--import", dest="import_file", type=Path, metavar="FILE",
+                   help="read results run elsewhere instead of running anything: llama-bench JSON/JSONL/CSV/"
+                        "markdown, a llama-server or vLLM log, `vllm bench serve` output, Ollama --verbose timings")
+    g.add_argument("--export", nargs="?", const="-", metavar="FILE",
+                   help="write the runs as rows of the project's measurement format (tests/data/"
+                        "speed_measurements.csv) with the rig described; alone: every stored run")
+    g.add_argument("--no-save", action="store_true", help="compare only: do not store the runs")
+    g.add_argument("--base-url", metavar="URL", help="vLLM: measure the running server at URL with `vllm bench serve`")
+    g.add_argument("--served-model", metavar="NAME", help="vLLM: the model name the server serves (default: MODEL)")
+    g.add_argument("--repetitions", type=_whole("--repetitions", 100), default=3, metavar="N",
+                   help="repetitions of each test (llama-bench -r; requests for Ollama and vLLM; default 3)")
+    g.add_argument("--timeout", type=_positive("--timeout", 86400), default=600, metavar="S",
+                   help="stop the benchmark after S seconds (default 600)")
+
+
+def _calibration_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-calibration", action="store_true",
+                   help="the plain model: ignore this rig's calibration from `advisor verify` runs")
 
 
 def dispatch(args: argparse.Namespace) -> int:
