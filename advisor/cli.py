@@ -298,6 +298,8 @@ def _detect_parser(sub) -> None:
                                    "not; 2 for an unreadable file.")
     p.add_argument("--from", dest="source", type=Path, metavar="FILE", help="an `nvidia-smi -q -x` XML or a rig file")
     p.add_argument("--save", type=Path, metavar="FILE", help="write what was found as a rig file (TOML)")
+    p.add_argument("--measure", action="store_true",
+                   help="measure the RAM bandwidth here (a copy test of about 3 s); used when SMBIOS is unreadable")
     _output_args(p)
 
 

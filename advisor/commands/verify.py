@@ -151,6 +151,9 @@ def _inputs(args: argparse.Namespace, catalog, measured):
         from advisor.measure.parse import quant_of
 
         changes["quant"] = quant_of(measured.model_type)
+        if changes["quant"] is None:  # a comparison is with the quantization that ran, never one chosen for it
+            raise AdvisorError(f"{measured.kind}: the results do not say the quantization",
+                               "give the one that ran with --quant (e.g. --quant Q4_K_M, --quant awq)")
     if options.flash_attn == "auto" and measured.flash_attn in ("on", "off") and not args.cmd:
         changes["flash_attn"] = measured.flash_attn
     if args.kv_cache is None and measured.type_k and not args.cmd:
@@ -300,13 +303,15 @@ def _memory_rows(report, measured) -> list[Row]:
 
 
 def _verdict(report, measured) -> Verdict:
-    """Did the fit verdict hold? A run that failed for memory against one that was predicted to fit, or a
-    full offload that ran against one predicted not to (for a paged server: whether its pool starts)."""
+    """Did the fit verdict hold? A run that failed for memory against one predicted to fit; a run with every
+    layer on the GPUs against one predicted not to (a paged server: whether its pool starts); a run the
+    results say less of, against whether the answer runs at all."""
     fits = report.serving.starts if report.serving is not None else report.fits
     if measured.started is False:
-        return Verdict(fits, f"did not start: {measured.failure or 'out of memory'}", not fits)
+        return Verdict(fits, f"did not start ({measured.failure or 'out of memory'})", not fits)
     layers = report.model.layers
-    full = (measured.offloaded is not None and measured.offloaded[0] == measured.offloaded[1]) or \
+    off = measured.offloaded
+    full = (off is not None and off[0] == off[1]) or \
         (measured.kind == "llama-bench" and measured.backend.upper() not in ("CPU", "BLAS", "")
          and (measured.n_gpu_layers is None or measured.n_gpu_layers < 0 or measured.n_gpu_layers > layers))
     if measured.started and measured.runtime == "vllm":
@@ -315,7 +320,11 @@ def _verdict(report, measured) -> Verdict:
         return Verdict(fits, "ran with every layer on the GPU(s)", fits)
     if measured.started and report.rig.is_cpu_only:
         return Verdict(report.runs, "ran on the CPU", report.runs)
-    return Verdict(fits, "the results do not say whether every layer was on the GPU(s)", None)
+    if measured.started:
+        return Verdict(fits, "ran (whether every layer was on the GPUs is not stated; held means it runs, "
+                             "as the answer says)", report.runs)
+    said = f"offloaded {off[0]}/{off[1]} layers, " if off else ""
+    return Verdict(fits, f"{said}not stated whether it went on to run", None)
 
 
 def _run_record(report, measured, test, predicted: float, source: str) -> dict:
@@ -358,7 +367,7 @@ def _emit(args: argparse.Namespace, report, measured, parts, exported: str | Non
 def _fmt(v: float | None, unit: str) -> str:
     if v is None:
         return "—"
-    return f"{v:,.0f} {unit}" if unit == "tokens" else f"{v:.2f} {unit}" if unit == "GiB" else f"{v:g} {unit}"
+    return f"{v:,.0f} {unit}" if unit == "tokens" else f"{v:.2f} {unit}" if unit == "GiB" else f"{v:,.1f} {unit}"
 
 
 def _text(report, measured, parts) -> str:
@@ -373,8 +382,8 @@ def _text(report, measured, parts) -> str:
         lines.append(f"{r.what:{width}}  {_fmt(r.predicted, r.unit):>14}  {_fmt(r.measured, r.unit):>14}  {ratio}"
                      + (f"  ({r.note})" if r.note else ""))
     held = {True: "held", False: "did NOT hold", None: "not known"}[verdict.held]
-    lines += ["", f"fit verdict: predicted {'fits' if verdict.predicted_fits else 'does not fit'}; the run "
-                  f"{verdict.measured}: {held}"]
+    lines += ["", f"fit verdict {held}: predicted {'fits' if verdict.predicted_fits else 'does not fit'} "
+                  f"{'in GPU memory' if report.serving is None else '(the KV pool starts)'}; the run {verdict.measured}"]
     lines += [f"note: {n}" for n in measured.notes]
     lines.append(report.speed.error_band.text + ".")
     if stored is not None:
