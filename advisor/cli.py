@@ -342,7 +342,7 @@ def _verify_parser(sub) -> None:
                         "speed_measurements.csv) with the rig described; alone: every stored run")
     g.add_argument("--no-save", action="store_true", help="compare only: do not store the runs")
     g.add_argument("--base-url", metavar="URL", help="vLLM: measure the running server at URL with `vllm bench serve`")
-    g.add_argument("--served-model", metavar="NAME", help="vLLM: the model name the server serves (default: MODEL)")
+    g.add_argument("--served-model", metavar="NAME", help="vLLM / Ollama: the name the server knows the model by (default: MODEL)")
     g.add_argument("--repetitions", type=_whole("--repetitions", 100), default=3, metavar="N",
                    help="repetitions of each test (llama-bench -r; requests for Ollama and vLLM; default 3)")
     g.add_argument("--timeout", type=_positive("--timeout", 86400), default=600, metavar="S",

@@ -179,7 +179,7 @@ def _run_here(args: argparse.Namespace, catalog, rig, model, options):
         argv, what = _vllm_bench_argv(args, report), "vllm bench serve"
         out = runner.run_program(argv, args.timeout, what)
     elif style == "modelfile":
-        name = getattr(model, "ollama", "") or (args.model or "").removeprefix("ollama:")
+        name = args.served_model or getattr(model, "ollama", "") or (args.model or "").removeprefix("ollama:")
         what = "Ollama"
         out = runner.ollama_generate(name, options.prompt_tokens, GEN_TOKENS, report.context_tokens, args.timeout)
     else:

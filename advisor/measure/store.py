@@ -134,5 +134,5 @@ def export_rows(runs: list[dict]) -> str:
                     r["cpu"] if cpu_run else (r["gpus"][0] if r["gpus"] else r["device"]),
                     0 if cpu_run else r["gpu_count"], r["split"], r["model"], f"{r['params_b']:g}", r["quant"],
                     f"{r['model_size_gib']:.2f}", r["test"], r["n_prompt"], r["n_gen"], r["depth"],
-                    {"on": "1", "off": "0"}.get(r["flash_attn"], ""), f"{r['measured']:g}", notes))
+                    {"on": "1", "off": "0"}.get(r["flash_attn"], ""), f"{r['measured']:.10g}", notes))
     return out.getvalue()
