@@ -170,7 +170,8 @@ def _run_here(args: argparse.Namespace, catalog, rig, model, options):
     from advisor.measure import run as runner
     from advisor.measure.parse import parse_output
 
-    report = evaluate(catalog, rig, model, options)
+    # the placement llama-bench's own context allows (n_prompt + n_gen), unless --ctx says otherwise
+    report = evaluate(catalog, rig, model, replace(options, ctx=options.ctx or options.prompt_tokens + GEN_TOKENS))
     if report.launch is None or not report.runs:
         raise AdvisorError(f"{report.model.name} does not run on this rig as asked: nothing to measure",
                            "see `advisor check` for why")
@@ -262,7 +263,9 @@ def _compare(catalog, inputs, measured, source: str):
     from advisor.engine.check import evaluate
 
     rig, model, base = inputs
-    report = evaluate(catalog, rig, model, base)
+    # the verdict and the memory are the run's: at the context it allocated (the longest test's for a benchmark)
+    longest = max((t.depth + t.n_prompt + t.n_gen for t in measured.tests), default=None)
+    report = evaluate(catalog, rig, model, replace(base, ctx=base.ctx or measured.n_ctx or longest))
     rows, runs = [], []
     for t in measured.tests:
         if t.test == "pp" and t.depth:

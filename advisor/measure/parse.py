@@ -258,6 +258,7 @@ def _read_llama_log(text: str, where: str) -> Measured:
     tests = _timings(text, where)
     loaded = bool(tests) or "compute buffer size" in text or "model loaded" in text
     build = re.search(r"build[:=]\s*(\d+) \((\w+)\)", text)
+    ctx = re.search(r"\bn_ctx\s*=\s*(\d+)", text)
     model_type = " ".join(x for x in (one_line(name.group(1), 120) if name and re.search(r"\w", name.group(1)) else "",
                                       one_line(ftype.group(1), 60) if ftype else "") if x)
     return Measured(kind="llama-server log", runtime="llama.cpp", tests=tests, gpus=_device_names(text),
@@ -265,6 +266,7 @@ def _read_llama_log(text: str, where: str) -> Measured:
                     flash_attn=_flag(fa.group(1)) if fa else "", memory=memory,
                     started=False if oom else (True if loaded else None),
                     failure=one_line(oom.group(0).strip(), 300) if oom else "",
+                    n_ctx=int(_num(ctx.group(1), where, "n_ctx", 1, 1e8)) if ctx else None,
                     build=f"{build.group(2)} ({build.group(1)})" if build else "")
 
 
@@ -285,7 +287,8 @@ def _read_vllm_log(text: str, where: str) -> Measured:
         f"Maximum concurrency for {conc.group(1)} tokens per request: {conc.group(2)}x" if no_room and conc else "")
     memory = (DeviceMemory("gpu0", weights_bytes=int(_num(w.group(1), where, "weights GiB", hi=1e5) * GIB)),) if w else ()
     version = re.search(r"vLLM (?:API server )?version ([\w.+-]+)|LLM engine \(v([\w.+-]+)\)", text)
-    return Measured(kind="vLLM log", runtime="vllm", memory=memory, kv_cache_tokens=kv_tokens, started=started,
+    n_ctx = int(_num(conc.group(1).replace(",", ""), where, "tokens per request", 1, 1e8)) if conc else None
+    return Measured(kind="vLLM log", runtime="vllm", memory=memory, kv_cache_tokens=kv_tokens, started=started, n_ctx=n_ctx,
                     failure=failure, build=(version.group(1) or version.group(2)) if version else "",
                     notes=("weights are GPU 0's (tensor parallel ranks each hold their share)",) if w else ())
 

@@ -73,6 +73,8 @@ class Measured(Record):
     failure: str = ""
     """The line that says why it did not start."""
     build: str = ""
+    n_ctx: int | None = None
+    """The context the run allocated, where the output says (llama.cpp's `n_ctx = N`, vLLM's tokens per request)."""
     concurrency: int | None = None
     """Requests at once (`vllm bench serve --max-concurrency`); single-stream tests have 1."""
     notes: tuple[str, ...] = ()
