@@ -372,9 +372,9 @@ def test_detect_measure_saves_the_bandwidth_with_its_basis(capsys, tmp_path, mon
 
 
 def test_the_verdict_is_at_the_context_the_run_allocated(capsys):
-    """llama-bench allocates n_prompt + n_gen cells: Llama 3.1 8B Q8_0 on 16 GB fits there, not at its 131,072
-    default (16 GiB of f16 KV alone), so the verdict for the recorded run is judged at 512 tokens."""
-    assert _json(capsys, "check", "llama-3.1-8b", "--gpu", "rtx-4080", "--quant", "Q8_0")["fits"] is False
+    """llama-bench allocates n_prompt + n_gen cells: Llama 3.1 8B Q8_0 on 16 GB fits there, not at its full
+    131,072 (16 GiB of f16 KV alone), so the verdict for the recorded run is judged at 512 tokens."""
+    assert _json(capsys, "check", "llama-3.1-8b", "--gpu", "rtx-4080", "--quant", "Q8_0", "--ctx", "131072")["fits"] is False
     got = _json(capsys, "verify", "llama-3.1-8b", "--quant", "Q8_0", "--import", str(DATA / "llama_bench_rtx4080.json"),
                 "--no-save")
     assert got["fit"]["predicted_fits"] is True and got["fit"]["held"] is True
