@@ -334,6 +334,7 @@ def test_ollama_generate_on_the_local_server(capsys, monkeypatch):
         server.shutdown()
     path, request = _Ollama.seen[0]
     assert path == "/api/generate" and request["model"] == "llama3.2" and request["stream"] is False
+    assert len(_Ollama.seen) == 3 and len({r["prompt"] for _, r in _Ollama.seen}) == 3  # no prompt-cache hit
     assert request["options"]["num_predict"] == 128
     assert {r["what"]: r["measured"] for r in got["comparisons"]} == pytest.approx({"pp26": 79.77, "tg290": 61.58})
 

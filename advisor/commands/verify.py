@@ -181,8 +181,9 @@ def _run_here(args: argparse.Namespace, catalog, rig, model, options):
         out = runner.run_program(argv, args.timeout, what)
     elif style == "modelfile":
         name = args.served_model or getattr(model, "ollama", "") or (args.model or "").removeprefix("ollama:")
-        what = "Ollama"
-        out = runner.ollama_generate(name, options.prompt_tokens, GEN_TOKENS, report.context_tokens, args.timeout)
+        runs = [parse_output(runner.ollama_generate(name, options.prompt_tokens, GEN_TOKENS, report.context_tokens,
+                                                    args.timeout), "Ollama's answer") for _ in range(args.repetitions)]
+        return _averaged(runs), f"Ollama /api/generate x{args.repetitions}"
     else:
         argv, what = _bench_argv(args, catalog, report)
         with runner.PeakMemory() as peak:
@@ -190,6 +191,19 @@ def _run_here(args: argparse.Namespace, catalog, rig, model, options):
         measured = parse_output(out, f"{what} output")
         return _with_peaks(measured, peak.taken()), " ".join(argv)
     return parse_output(out, f"{what} output"), what
+
+
+def _averaged(runs: list):
+    """Repeated requests as one result: each test's rate the mean over the repetitions (as llama-bench's avg_ts)."""
+    from advisor.measure.results import Test
+
+    by: dict[str, list] = {}
+    for m in runs:
+        for t in m.tests:
+            by.setdefault(t.test, []).append(t)
+    tests = tuple(Test(k, round(sum(t.n_prompt for t in ts) / len(ts)), round(sum(t.n_gen for t in ts) / len(ts)),
+                       round(sum(t.tokens_per_s for t in ts) / len(ts), 2)) for k, ts in by.items())
+    return replace(runs[0], tests=tests)
 
 
 GEN_TOKENS = 128
