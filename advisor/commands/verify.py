@@ -38,6 +38,7 @@ class Row(Record):
 @record
 class Verdict(Record):
     predicted_fits: bool
+    """The answer's verdict: fully in GPU memory (a paged server: its pool starts; a CPU-only rig: it runs)."""
     measured: str
     """What the run showed, in words."""
     held: bool | None
@@ -390,7 +391,7 @@ def _fmt(v: float | None, unit: str) -> str:
 def _text(report, measured, parts) -> str:
     rows, verdict, stored, runs = parts
     where = ", ".join(g.name or g.spec.name for g in report.rig.gpus) or f"CPU ({report.rig.cpu or 'not read'})"
-    lines = [f"advisor verify: {report.model.name} {report.quant.id} on {where} ({report.runtime.name}) — "
+    lines = [f"advisor verify: {report.model.name} {report.quant.id} on {where} ({report.runtime.id}) — "
              f"{measured.kind}" + (f", build {measured.build}" if measured.build else ""), ""]
     width = max([len(r.what) for r in rows] + [10])
     lines.append(f"{'':{width}}  {'predicted':>14}  {'measured':>14}  measured/predicted")
@@ -399,8 +400,10 @@ def _text(report, measured, parts) -> str:
         lines.append(f"{r.what:{width}}  {_fmt(r.predicted, r.unit):>14}  {_fmt(r.measured, r.unit):>14}  {ratio}"
                      + (f"  ({r.note})" if r.note else ""))
     held = {True: "held", False: "did NOT hold", None: "not known"}[verdict.held]
-    lines += ["", f"fit verdict {held}: predicted {'fits' if verdict.predicted_fits else 'does not fit'} "
-                  f"{'in GPU memory' if report.serving is None else '(the KV pool starts)'}; the run {verdict.measured}"]
+    yes, no = (("runs on the CPU", "does not run") if report.rig.is_cpu_only else
+               ("fits in GPU memory", "does not fit in GPU memory") if report.serving is None else
+               ("starts (its KV pool holds a request)", "does not start (its KV pool holds no request)"))
+    lines += ["", f"fit verdict {held}: predicted it {yes if verdict.predicted_fits else no}; the run {verdict.measured}"]
     lines += [f"note: {n}" for n in measured.notes]
     lines.append(report.speed.error_band.text + ".")
     if stored is not None:
