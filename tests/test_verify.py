@@ -379,3 +379,15 @@ def test_the_verdict_is_at_the_context_the_run_allocated(capsys):
     got = _json(capsys, "verify", "llama-3.1-8b", "--quant", "Q8_0", "--import", str(DATA / "llama_bench_rtx4080.json"),
                 "--no-save")
     assert got["fit"]["predicted_fits"] is True and got["fit"]["held"] is True
+
+
+def test_calibration_fit_is_a_geometric_mean_per_key_and_test():
+    from advisor.engine.calibration import Run, fit
+
+    key = ("rtx-3090", "llama.cpp/cuda", "one GPU")
+    cal = fit([Run(*key, "tg", 100.0, 200.0), Run(*key, "tg", 100.0, 50.0), Run(*key, "pp", 1000.0, 1500.0),
+               Run("rtx-4090", "llama.cpp/cuda", "one GPU", "tg", 100.0, 90.0), Run(*key, "pg", 1.0, 2.0)], "store")
+    f = cal.find(key)
+    assert (f.decode, f.decode_runs, f.prefill, f.prefill_runs, f.runs) == (1.0, 2, 1.5, 1, 2)
+    assert cal.find(("rtx-4090", "llama.cpp/cuda", "one GPU")).prefill is None
+    assert cal.find(("rtx-3090", "vllm/cuda", "one GPU")) is None
