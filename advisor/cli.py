@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "catalog": "advisor.commands.catalog:cmd_catalog",
     "mcp": "advisor.commands.mcp:cmd_mcp",
     "serve": "advisor.commands.serve:cmd_serve",
+    "verify": "advisor.commands.verify:cmd_verify",
 }
 """Each command and its handler (imported only when that command runs: a faster start)."""
 
@@ -42,6 +43,7 @@ examples:
   advisor fit --gpu rtx-4090 --ctx 8192                     what runs on this rig, ranked
   advisor plan llama-3.1-70b --quant Q4_K_M --min-tps 10     cheapest rigs that reach the target
   advisor detect --save my-rig.toml                         capture this machine as a rig file
+  advisor verify ./qwen3-8b-Q4_K_M.gguf                     run llama-bench here: predicted against measured
   advisor models llama / advisor gpus 3090                  search the catalog
   advisor runtimes / advisor rules                          runtimes and what each does; rule codes
   advisor quants                                            quantizations: bits per weight, quality, runtimes
@@ -160,6 +162,8 @@ def build_parser(only: str | None = None) -> Parser:
         p.set_defaults(tool_parser=build_parser, tool_commands=tuple(COMMANDS))
     if want("serve"):
         _serve_parser(sub)
+    if want("verify"):
+        _verify_parser(sub)
     return parser
 
 
@@ -223,6 +227,8 @@ def _detect_parser(sub) -> None:
                                    "not; 2 for an unreadable file.")
     p.add_argument("--from", dest="source", type=Path, metavar="FILE", help="an `nvidia-smi -q -x` XML or a rig file")
     p.add_argument("--save", type=Path, metavar="FILE", help="write what was found as a rig file (TOML)")
+    p.add_argument("--measure", action="store_true",
+                   help="measure the RAM bandwidth here (a copy test of about 3 s); used when SMBIOS is unreadable")
     _output_args(p)
 
 
@@ -239,6 +245,20 @@ def _catalog_parser(sub) -> None:
     p.add_argument("--alias", action="append", default=[], metavar="NAME",
                    help="add: another name it answers to (repeatable; the reference itself is always one)")
     p.add_argument("--replace", action="store_true", help="add: write an entry this command added before again")
+    _output_args(p)
+
+
+def _verify_parser(sub) -> None:
+    """`advisor verify`: check's model, rig and option groups, plus what to measure and where it goes."""
+    p = sub.add_parser("verify", help="measure this rig (or read results run elsewhere): predicted against measured",
+                       description="Run your own benchmark for the answer (llama-bench on PATH with the answer's "
+                                   "flags, the local Ollama, or `vllm bench serve` against --base-url), or read one "
+                                   "with --import; print predicted against measured for decode, prefill and memory, "
+                                   "and whether the fit verdict held. Each comparison is stored beside the user "
+                                   "catalog; later answers on the same rig are calibrated from them. Exit 0, 1 when "
+                                   "the fit verdict did not hold, 2 on bad input or a benchmark that fails.")
+    _model_arg(p, optional=True)
+    _table_args(p, "verify")
     _output_args(p)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from advisor.commands.args import options_from, resolve_model, rig_from_args
-from advisor.commands.output import EXIT_NO, EXIT_YES, emit, emit_json, fmt_of
+from advisor.commands.output import EXIT_NO, EXIT_YES, emit, emit_json, fmt_of, say
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -30,7 +30,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         options = options_from(args)
     from advisor.commands.args import with_mmproj
 
-    report = evaluate(catalog, rig, model, with_mmproj(catalog, options))
+    report = calibrated(evaluate(catalog, rig, model, with_mmproj(catalog, options)), args)
     fmt = fmt_of(args)
     if fmt == "json":
         from advisor.report.jsonout import check_json
@@ -46,3 +46,18 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         emit(render_text(report, color=use_color(), width=terminal_width()))
     return EXIT_YES if report.fits else EXIT_NO
+
+
+def calibrated(report, args: argparse.Namespace):
+    """The answer corrected by this rig's `advisor verify` runs (advisor/engine/calibration.py), unless
+    --no-calibration; a store that cannot be read is said on stderr and the plain model answers."""
+    if getattr(args, "no_calibration", False):
+        return report
+    from advisor.measure.store import load_calibration
+
+    calibration = load_calibration(warn=say)
+    if calibration is None:
+        return report
+    from advisor.engine.calibration import apply
+
+    return apply(report, calibration)

@@ -37,6 +37,25 @@ def _read_from(path, catalog):
                                        ram_bandwidth_basis=rig.ram_bandwidth_basis))
 
 
+def _measured(det, from_file: bool):
+    """--measure: the RAM bandwidth of this machine by a bounded copy test (advisor/probe/system.py), which
+    the rig (and --save's file, with how it was measured) takes when SMBIOS gave none; beside it otherwise."""
+    from dataclasses import replace
+
+    from advisor.commands.output import say
+    from advisor.errors import AdvisorError
+    from advisor.probe.system import measure_ram_bandwidth
+
+    if from_file:
+        raise AdvisorError("--measure measures this machine; --from reads a file", "drop one of them")
+    gb_s, basis = measure_ram_bandwidth()
+    if det.system.ram_bandwidth_gb_s:
+        say(f"advisor detect: copy test {gb_s:g} GB/s ({basis}); kept the SMBIOS figure "
+            f"{det.system.ram_bandwidth_gb_s:g} GB/s, the peak the fitted CPU fraction is a share of")
+        return det
+    return replace(det, system=replace(det.system, ram_bandwidth_gb_s=gb_s, ram_bandwidth_basis=basis))
+
+
 def cmd_detect(args: argparse.Namespace) -> int:
     from advisor.catalog.load import load_catalog
     from advisor.catalog.types import GIB
@@ -49,6 +68,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
         from advisor.probe import detect
 
         det = detect()
+    if getattr(args, "measure", False):
+        det = _measured(det, args.source is not None)
     ids = {g.name: match_gpu(catalog, g.name, g.vram_bytes) for g in det.gpus}
     if args.save is not None:
         from advisor.probe.rigfile import save_rig

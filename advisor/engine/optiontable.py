@@ -27,10 +27,12 @@ MAX_TPS = 1e7
 
 COMMANDS = ("check", "fit", "plan")
 """The commands whose options the table declares (`app`: the terminal app's launcher takes the rig flags)."""
+TAKES_ALSO = {"verify": "check"}
+"""A command that takes another's options before its own: `verify` measures what `check` answers."""
 GROUP_TITLES = {
     "model": "model options", "training": "model options", "serving": "serving options (vLLM / SGLang)",
     "images": "images (vision towers)", "rig": "rig (default: the detected local GPUs; CPU-only when none)",
-    "filters": "filters", "target": "target and budget", "command": None,
+    "filters": "filters", "target": "target and budget", "measuring": "measuring", "command": None,
 }
 """Each `group`'s argparse group title, in the order they are shown (None: the command's own options)."""
 KINDS = ("int", "float", "choice", "text", "path", "flag", "off", "list")
@@ -253,6 +255,25 @@ OPTIONS: tuple[OptionDef, ...] = (
             "--have)", "target", commands=("plan",), default=None),
     _switch("used", ("--new",), "new/list prices only (the default without --have)", "target", kind="off",
             commands=("plan",), default=None),
+    # -- check's and verify's: the calibration `advisor verify` stores
+    _switch("no_calibration", ("--no-calibration",), "the plain model: ignore this rig's calibration from `advisor "
+            "verify` runs", "command", commands=("check",)),
+    # -- verify's own
+    OptionDef("import_file", ("--import",), "path", "read results run elsewhere instead of running anything: "
+              "llama-bench JSON/JSONL/CSV/markdown, a llama-server or vLLM log, `vllm bench serve` output, Ollama "
+              "--verbose timings", "measuring", commands=("verify",), metavar="FILE"),
+    OptionDef("export", ("--export",), "text", "write the runs as rows of the project's measurement format (tests/data/"
+              "speed_measurements.csv) with the rig described; alone: every stored run", "measuring",
+              commands=("verify",), const="-", metavar="FILE"),
+    _switch("no_save", ("--no-save",), "compare only: do not store the runs", "measuring", commands=("verify",)),
+    OptionDef("base_url", ("--base-url",), "text", "vLLM: measure the running server at URL with `vllm bench serve`",
+              "measuring", commands=("verify",), metavar="URL"),
+    OptionDef("served_model", ("--served-model",), "text", "vLLM / Ollama: the name the server knows the model by "
+              "(default: MODEL)", "measuring", commands=("verify",), metavar="NAME"),
+    OptionDef("repetitions", ("--repetitions",), "int", "repetitions of each test (llama-bench -r; requests for Ollama "
+              "and vLLM; default 3)", "measuring", commands=("verify",), lo=1, hi=100, default=3, metavar="N"),
+    OptionDef("timeout", ("--timeout",), "float", "stop the benchmark after S seconds (default 600)", "measuring",
+              commands=("verify",), lo=0.0, hi=86400, lo_open=True, default=600, metavar="S"),
 )
 
 FIELD_DEFAULTS = {d.field: Options.__dataclass_fields__[d.field].default for d in OPTIONS if d.field}
@@ -277,7 +298,8 @@ CONTROLS = tuple(d for d in OPTIONS if d.widget is not None)
 def for_command(command: str) -> tuple[OptionDef, ...]:
     """The options `command` takes (check, fit, plan; `app`: the launcher's rig flags), in the order shown: what a
     front end (the argparse tree, an MCP tool's schema) builds its inputs from."""
-    return tuple(d for d in OPTIONS if command in d.commands)
+    first = for_command(TAKES_ALSO[command]) if command in TAKES_ALSO else ()
+    return first + tuple(d for d in OPTIONS if command in d.commands)
 
 
 def option(dest: str, command: str = "check") -> OptionDef:

@@ -390,3 +390,53 @@ def apple_gpu(system: SystemInfo) -> DetectedGpu | None:
         return None
     return DetectedGpu(index=0, name=apple["chip"], vram_bytes=apple.get("gpu_working_set_bytes"),
                        unified_memory=True)
+
+
+# -- `advisor detect --measure`: RAM bandwidth measured here by a bounded copy test --------------------------
+
+COPY_MIB = 256
+"""Bytes each copy moves, MiB: past any CPU's last-level cache (AMD's 3D V-Cache parts have 96-128 MiB
+of L3), so the copy streams from and to RAM."""
+COPY_SECONDS = 1.0
+"""Time the repetitions may take after the buffers are filled (the test's bound, besides COPY_MIB)."""
+MAX_THREADS = 64
+
+
+def measure_ram_bandwidth(mib: int = COPY_MIB, seconds: float = COPY_SECONDS,
+                          threads: int | None = None) -> tuple[float, str]:
+    """(GB/s, basis) of a STREAM-style copy here: every core copies its slice of a `mib` MiB buffer into
+    another with memmove (ctypes releases the GIL, so the threads run together), repeated for up to `seconds`,
+    the best pass counted as STREAM counts a copy, bytes read plus bytes written (McCalpin, STREAM "Copy").
+    The buffers are at most an eighth of the RAM; the first pass only faults the pages in and is not timed."""
+    import ctypes
+    import threading
+    import time
+
+    total = ram_bytes(Path("/")) or 0
+    size = min(mib * 2**20, total // 16 if total else mib * 2**20) // 4096 * 4096  # two buffers: RAM/8
+    n = max(1, min(threads or os.cpu_count() or 1, MAX_THREADS))
+    src, dst = bytearray(size), bytearray(size)
+    src_addr = ctypes.addressof((ctypes.c_char * size).from_buffer(src))
+    dst_addr = ctypes.addressof((ctypes.c_char * size).from_buffer(dst))
+    chunk = size // n // 4096 * 4096
+
+    def one_pass() -> float:
+        def work(i: int) -> None:
+            off = i * chunk
+            ctypes.memmove(dst_addr + off, src_addr + off, chunk if i < n - 1 else size - off)
+        pool = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+        t0 = time.perf_counter()
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        return time.perf_counter() - t0
+
+    one_pass()  # faults the pages in
+    best, passes, end = float("inf"), 0, time.perf_counter() + seconds
+    while passes < 3 or (time.perf_counter() < end and passes < 20):
+        best, passes = min(best, one_pass()), passes + 1
+    gb_s = round(2 * size / best / 1e9, 1)
+    return gb_s, (f"measured here by advisor detect --measure: {n} thread(s) copying {size // 2**20} MiB, best of "
+                  f"{passes} passes, bytes read + written (STREAM copy); what the CPU reaches, below the DIMMs' "
+                  f"peak that SMBIOS would give")

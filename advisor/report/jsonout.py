@@ -19,6 +19,20 @@ def error_band_json(b: ErrorBand) -> dict[str, Any]:
             "text": b.text}
 
 
+def calibration_json(r: Report) -> dict[str, Any]:
+    """`speed.calibration`, present only when this rig's `advisor verify` runs corrected the answer: the factors
+    (measured / predicted), their run counts and key, and the plain model's numbers they replaced."""
+    c = getattr(r.speed, "calibration", None)
+    if c is None:
+        return {}
+    f = c.factor
+    return {"calibration": {
+        "device": f.device, "backend": f.backend, "placement": f.placement, "runs": f.runs,
+        "decode_factor": f.decode, "decode_runs": f.decode_runs, "prefill_factor": f.prefill,
+        "prefill_runs": f.prefill_runs, "plain_decode_tokens_per_s": c.plain_decode_tokens_per_s,
+        "plain_prefill_tokens_per_s": c.plain_prefill_tokens_per_s, "source": c.source, "text": c.text}}
+
+
 def check_json(r: Report) -> dict[str, Any]:
     p = r.placement
     mem_w = sum(d.weights_bytes for d in p.devices) + p.host.weights_bytes
@@ -67,6 +81,7 @@ def check_json(r: Report) -> dict[str, Any]:
             "per_stream_decode_tokens_per_s": r.speed.per_stream_decode_tokens_per_s,
             "basis": r.speed.basis,
             "error_band": error_band_json(r.speed.error_band),
+            **calibration_json(r),
         },
         "interconnect": {
             "nvlink": r.interconnect.nvlink,

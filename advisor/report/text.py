@@ -123,7 +123,9 @@ def document(r: Report) -> list[Section]:
     if s.aggregate_decode_tokens_per_s:
         speed_rows.append((f"decode, {_streams(r)}",
                            f"{rate(s.aggregate_decode_tokens_per_s)} total, {rate(s.per_stream_decode_tokens_per_s)} each"))
-    secs.append(Section("Speed", tuple(speed_rows), lines=(s.basis + ".", s.error_band.text + ".") if s.decode_tokens_per_s else ()))
+    cal = getattr(s, "calibration", None)  # advisor/engine/calibration.py: this rig's verify runs
+    secs.append(Section("Speed", tuple(speed_rows), lines=(s.basis + ".", s.error_band.text + ".")
+                        + ((cal.text + ".",) if cal is not None else ()) if s.decode_tokens_per_s else ()))
     if r.serving is not None and r.serving.starts:
         v = r.serving
         srows = [("KV pool", f"{v.kv_cache_tokens:,} tokens ({gib(v.kv_cache_bytes)} over {len(v.devices)} GPU"

@@ -173,7 +173,7 @@ class MainScreen(Screen[None]):
         try:
             model = self.loaded if self.loaded is not None and self.loaded.spec.id == self.model_id \
                 else self.catalog.models[self.model_id]
-            self.report = evaluate(self.catalog, self.rig, model, self.options())
+            self.report = self._calibrated(evaluate(self.catalog, self.rig, model, self.options()))
         except AdvisorError as exc:
             self.report = None
             answer.show_message(str(exc), error=True)
@@ -182,6 +182,20 @@ class MainScreen(Screen[None]):
             answer.curve(self.catalog, model, self.report)
         self._fit_stale = True
         self._refresh_active()
+
+    _calibration: object = False
+    """This machine's calibration from `advisor verify` runs (advisor/measure/store.py), read once; False: not yet."""
+
+    def _calibrated(self, report: Report) -> Report:
+        """The answer with this rig's calibration, as `advisor check` shows it (a store that cannot be read:
+        a notice, and the plain model)."""
+        from advisor.engine.calibration import apply
+
+        if self._calibration is False:
+            from advisor.measure.store import load_calibration
+
+            self._calibration = load_calibration(warn=lambda line: self.notify(line, severity="warning"))
+        return apply(report, self._calibration)  # type: ignore[arg-type]
 
     def _refresh_active(self) -> None:
         """Bring the Fit or Plan tab up to date when it is the one shown (the others wait until shown)."""
