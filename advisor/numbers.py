@@ -16,7 +16,8 @@ MAX_DIGITS = 24
 """No quantity the advisor reads has more digits than this (bytes of a 16 TiB card have 14)."""
 
 _INT = re.compile(r"[+]?\d[\d_,]*", re.ASCII)
-_FLOAT = re.compile(r"[+]?(\d[\d_]*)?(\.\d*)?([eE][+-]?\d{1,3})?", re.ASCII)
+_FLOAT = re.compile(r"[+]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d{1,3})?", re.ASCII)
+"""A decimal with at least one digit before the exponent (`.e5`, `e5` and `.` are not numbers)."""
 _SUFFIX = {"k": 1024, "m": 1024 * 1024}
 
 
@@ -30,8 +31,11 @@ def parse_int(text: str, what: str, lo: int, hi: int, suffixes: bool = False) ->
         raise AdvisorError(f"{what} {_show(text)} is out of range", f"use {lo:,} to {hi:,}")
     if _INT.fullmatch(t):
         value = int(t.replace("_", "").replace(",", "")) * mult
-    elif mult > 1 and _FLOAT.fullmatch(t) and any(c.isdigit() for c in t):
-        value = int(float(t) * mult)
+    elif mult > 1 and _FLOAT.fullmatch(t):
+        number = float(t.replace("_", "")) * mult  # `1e308k` is inf: refused below, never int(inf)
+        if not math.isfinite(number) or not lo <= number <= hi:
+            raise AdvisorError(f"{what} {_show(text)} is out of range", f"use {lo:,} to {hi:,}")
+        value = int(number)
     else:
         raise AdvisorError(f"{what} {_show(text)} is not a whole number", "e.g. 8192" + (" or 8k" if suffixes else ""))
     if not lo <= value <= hi:
@@ -42,7 +46,7 @@ def parse_int(text: str, what: str, lo: int, hi: int, suffixes: bool = False) ->
 def parse_float(text: str, what: str, lo: float, hi: float, lo_open: bool = False) -> float:
     """`text` as a finite number from `lo` (excluded with `lo_open`) to `hi`."""
     t = str(text).strip()
-    if len(t) > MAX_DIGITS + 8 or not _FLOAT.fullmatch(t) or not any(c.isdigit() for c in t):
+    if len(t) > MAX_DIGITS + 8 or not _FLOAT.fullmatch(t):
         raise AdvisorError(f"{what} {_show(text)} is not a number", "e.g. 10 or 2.5")
     return check_number(float(t.replace("_", "")), what, lo, hi, lo_open)
 

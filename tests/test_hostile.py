@@ -181,10 +181,12 @@ def test_bounded_numbers() -> None:
 
     assert parse_int("8k", "--ctx", 1, 10**8, suffixes=True) == 8192
     assert parse_int("8,192", "--ctx", 1, 10**8) == 8192
-    for bad in ("9" * 400, "0", "-1", "1e3", "", "٣"):
+    for bad in ("9" * 400, "0", "-1", "1e3", "", "٣", "1e308k", "1e999k", ".e5k", "e5k", ".k", "1__0x"):
         with pytest.raises(AdvisorError):
             parse_int(bad, "--ctx", 1, 10**8, suffixes=True)
-    for bad in ("inf", "nan", "1e400", "0", "-2", "9" * 400):
+    assert parse_int("1.5k", "--ctx", 1, 10**8, suffixes=True) == 1536
+    assert parse_int("1__0k", "--ctx", 1, 10**8, suffixes=True) == 10240
+    for bad in ("inf", "nan", "1e400", "0", "-2", "9" * 400, ".e5", "e5", ".", "._5"):
         with pytest.raises(AdvisorError):
             parse_float(bad, "--min-tps", 0, 1e6, lo_open=True)
     for bad in (True, float("inf"), 10**500, "5"):
