@@ -349,5 +349,5 @@ def test_cli_server_that_never_answers(hub, tmp_path) -> None:
     hub.stall_s = 30
     start = time.monotonic()
     r = _cli("check", "org/Tiny", "--gpu", "rtx-3090", env={"ADVISOR_CACHE_DIR": str(tmp_path / "c")})
-    assert time.monotonic() - start < 12  # 8 s without a byte, plus the interpreter's start
-    assert r.returncode == 2 and "did not answer within 8 s" in r.stderr and r.stderr.count("\n") == 1
+    assert time.monotonic() - start < 10  # 6 s without progress, plus the interpreter's start
+    assert r.returncode == 2 and "did not answer within 6 s" in r.stderr and r.stderr.count("\n") == 1
