@@ -309,6 +309,7 @@ def _detect_parser(sub) -> None:
                                    "not; 2 for an unreadable file.")
     p.add_argument("--from", dest="source", type=Path, metavar="FILE", help="an `nvidia-smi -q -x` XML or a rig file")
     p.add_argument("--save", type=Path, metavar="FILE", help="write what was found as a rig file (TOML)")
+    p.add_argument("--force", action="store_true", help="--save over a read-only file, a symlink or a file not written by the advisor")
     _output_args(p)
 
 
