@@ -390,11 +390,12 @@ def nvmlDeviceGetMaxMigDeviceCount(h): return 7
 def nvmlDeviceGetMigDeviceHandleByIndex(h, k): raise NotFound()
 def nvmlDeviceGetMaxPcieLinkGeneration(h): return {gen}
 def nvmlDeviceGetMaxPcieLinkWidth(h): return {width}
-def nvmlDeviceGetFieldValues(h, ids): return 7
+def nvmlDeviceGetFieldValues(h, ids):
+    {fields}
 '''
 NVML_OK = dict(driver='"550.54"', count=1, name='"NVIDIA GeForce RTX 3090"',
                memory="24 * 1024**3, 23 * 1024**3, 300 * 1024**2", cc="(8, 6)", power=350_000, mig="(0, 0)",
-               gen=4, width=16)
+               gen=4, width=16, fields="raise NVMLError()")
 
 
 def fake_nvml(what: str, **changes: object) -> str:
@@ -402,7 +403,7 @@ def fake_nvml(what: str, **changes: object) -> str:
 
 
 NVML_WRONG_TYPES = fake_nvml("every reading of the wrong type", driver=550, name=3090, memory='"24GiB", -5, None',
-                             cc="8.6", power='"350000"', mig=1, gen='"4"', width=2**70)
+                             cc="8.6", power='"350000"', mig=1, gen='"4"', width=2**70, fields="return 7")
 NVML_COUNT_MAX = fake_nvml("a device count of 2^64-1", count=2**64 - 1)
 NVML_COUNT_TEXT = fake_nvml("a device count that is text", count='"1"')
 NVML_NAN = fake_nvml("NaN readings", memory='float("nan"), float("inf"), float("nan")', power='float("nan")',
@@ -659,7 +660,7 @@ def run_case(case: Case, d: Path, prepare: bool = True) -> Outcome:
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-        return Outcome(None, "", "", HANG_S, 0.0, [f"hung: still running after {HANG_S:g} s"])
+        return Outcome(None, "", "", HANG_S, _peak_mib(proc), [f"hung: still running after {HANG_S:g} s"])
     seconds = time.perf_counter() - start
     peak = _peak_mib(proc)
     stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
