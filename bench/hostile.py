@@ -325,6 +325,19 @@ def index_file(total: int) -> Callable[[], object]:
     return lambda: body()
 
 
+def largest_index() -> object:
+    """An index just inside both bounds (40 MiB, 400,000 tensors): 390,000 real-looking names, each
+    ~100 bytes as written with json.dump(indent=4): the most a parse may cost."""
+    def chunks():
+        yield b'{"metadata": {"total_size": 1}, "weight_map": {'
+        for start in range(0, 390_000, 10_000):
+            yield ("," if start else "").encode() + ",".join(
+                f'\n    "model.layers.{i}.mlp.experts.{i % 384}.{"x" * 27}.weight_packed": "model.safetensors"'
+                for i in range(start, start + 10_000)).encode()
+        yield b"\n}}"
+    return chunks()
+
+
 def hub_url() -> str:
     """The hostile Hub's address, started on first use (a daemon thread of this process)."""
     if _HUB:
@@ -473,6 +486,10 @@ CASES += [
     _case30("2 40 MB local index of tiny entries", ("check", "m/", "--gpu", "rtx-3090"), {2},
             files={"m/config.json": TINY_CFG, "m/model.safetensors": lambda: safetensors_many_tensors(1),
                    "m/model.safetensors.index.json": index_file(40_000_000)}),
+    _case30("2 the largest local index accepted, parsed", ("check", "m/", "--gpu", "rtx-3090"), {2},
+            files={"m/config.json": TINY_CFG, "m/model.safetensors": lambda: safetensors_many_tensors(1),
+                   "m/model.safetensors.index.json": largest_index},
+            stderr_has="390000 tensors here that the file lacks", check=_unchanged("m/config.json", TINY_CFG.decode())),
     # 3: suffixed numbers
     *[_case30(f"3 {' '.join(a)}", ("check", *a, "--gpu", "rtx-3090"), {2}) for a in [
         ("qwen3-32b", "--ctx", "1e308k"), ("qwen3-32b", "--ctx", ".e5k"), ("qwen3-32b", "--prompt-tokens", "1e999k"),

@@ -329,19 +329,24 @@ class CacheMiss(Exception):
 
 
 def get_small(url: str, limit: int, what: str, headers: dict[str, str],
-              on_status: Callable[[int, Any], RemoteError] | None = None) -> bytes:
-    """A whole small document (JSON), at most `limit` bytes."""
+              on_status: Callable[[int, Any], RemoteError] | None = None) -> bytearray:
+    """A whole small document (JSON), at most `limit` bytes (refused as soon as it says or shows it
+    is larger; returned as the buffer it was read into, not a copy: an index may be tens of MB)."""
+    too_big = RemoteError(f"{what}: the answer is larger than the {limit // 1024} KiB accepted",
+                          "this is not a model's metadata")
     try:
         with client().stream("GET", url, headers=headers) as resp:
             if resp.status_code >= 400:
                 raise (on_status or _default_status(url, what))(resp.status_code, resp.headers)
+            length = resp.headers.get("content-length", "")
+            if length.isdigit() and int(length[:20]) > limit:
+                raise too_big
             out = bytearray()
             for chunk in resp.iter_bytes():
                 out += chunk
                 if len(out) > limit:
-                    raise RemoteError(f"{what}: the answer is larger than the {limit // 1024} KiB accepted",
-                                      "this is not a model's metadata")
-            return bytes(out)
+                    raise too_big
+            return out
     except RemoteError:
         raise
     except Exception as exc:  # noqa: BLE001 - every library failure becomes one line
@@ -350,7 +355,7 @@ def get_small(url: str, limit: int, what: str, headers: dict[str, str],
         raise
 
 
-def json_from(raw: bytes, url: str, what: str, limit: int | None = None) -> Any:
+def json_from(raw: bytes | bytearray, url: str, what: str, limit: int | None = None) -> Any:
     """A JSON answer, parsed within the bounds of `limits.parse_json` (`limit`: the answer's byte limit)."""
     from advisor.modelfile.limits import parse_json
 
