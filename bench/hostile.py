@@ -536,6 +536,7 @@ CASES += [
     *[_case30(f"8 the app's {what} over a dangling symlink asks first", (), {0}, shell=f'"$PY" "$BENCH" --app {what}',
               setup=_link(name, "gone/elsewhere"), check=_still_link(name))
       for what, name in (("export", "advisor-llama-3.1-8b.md"), ("save", "my-rig.toml"))],
+    _case30("9 MIG A100 without an instance: RIG001 in the app", (), {0}, shell='"$PY" "$BENCH" --app mig'),
     # 9: RIG001 for a MIG card without a readable instance
     _case30("9 MIG A100 without an instance: RIG001 in text", ("check", "llama-3.1-8b"), {0, 1},
             files={"fake/pynvml.py": NVML_MIG_EMPTY}, env=NVML_ENV, stdout_has="RIG001"),
@@ -547,7 +548,8 @@ CASES += [
 def _app_case(what: str) -> int:
     """The app's export (`e`) or rig save (`r`, a file name, ctrl+s) where a dangling symlink holds the
     name: it must ask (ConfirmOverwrite) before writing; escape then leaves the link as it was. Exit 0
-    when it asked, else 1 with one line."""
+    when it asked, else 1 with one line. `mig`: the app on a probe that found only an A100 in MIG mode
+    without an instance must show RIG001 among its findings."""
     import asyncio
 
     from advisor.catalog.load import load_catalog
@@ -557,6 +559,8 @@ def _app_case(what: str) -> int:
     from advisor.tui.screens.pickers import preset_rig
 
     catalog = load_catalog()
+    if what == "mig":
+        return _app_mig(catalog)
     app = AdvisorApp(catalog, model="llama-3.1-8b", rig=preset_rig(catalog, "1x-rtx-4090"),
                      probe=lambda: Detection(source="none"))
 
@@ -582,6 +586,30 @@ def _app_case(what: str) -> int:
         return 0
     print(f"advisor app: the {what} wrote over a dangling symlink without asking", file=sys.stderr)
     return 1
+
+
+def _app_mig(catalog) -> int:  # noqa: ANN001
+    import asyncio
+
+    from advisor.probe.types import DetectedGpu, Detection
+    from advisor.tui.app import AdvisorApp, MainScreen
+
+    a100 = DetectedGpu(index=0, name="NVIDIA A100-SXM4-80GB", vram_bytes=80 * 1024**3, mig=True)
+    app = AdvisorApp(catalog, model="llama-3.1-8b", probe=lambda: Detection(source="nvml", gpus=(a100,)))
+
+    async def drive() -> str:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            screen = app.get_default_screen()
+            assert isinstance(screen, MainScreen)
+            findings = [f.code for f in screen.report.findings] if screen.report else []
+            return "" if "RIG001" in findings else f"no RIG001 among the app's findings ({', '.join(findings)})"
+
+    problem = asyncio.run(drive())
+    if problem:
+        print(f"advisor app: {problem}", file=sys.stderr)
+    return 1 if problem else 0
 
 
 def advisor_cmd() -> list[str]:
