@@ -229,6 +229,7 @@ def _detect_parser(sub) -> None:
     p.add_argument("--save", type=Path, metavar="FILE", help="write what was found as a rig file (TOML)")
     p.add_argument("--measure", action="store_true",
                    help="measure the RAM bandwidth here (a copy test of about 3 s); used when SMBIOS is unreadable")
+    p.add_argument("--force", action="store_true", help="--save over a read-only file, a symlink or a file not written by the advisor")
     _output_args(p)
 
 

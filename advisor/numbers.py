@@ -16,7 +16,8 @@ MAX_DIGITS = 24
 """No quantity the advisor reads has more digits than this (bytes of a 16 TiB card have 14)."""
 
 _INT = re.compile(r"[+]?\d[\d_,]*", re.ASCII)
-_FLOAT = re.compile(r"[+]?(\d[\d_]*)?(\.\d*)?([eE][+-]?\d{1,3})?", re.ASCII)
+_FLOAT = re.compile(r"[+]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d{1,3})?", re.ASCII)
+"""A decimal with at least one digit before the exponent (`.e5`, `e5` and `.` are not numbers)."""
 _SUFFIX = {"k": 1024, "m": 1024 * 1024}
 
 

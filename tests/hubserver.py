@@ -8,6 +8,10 @@ The shapes follow what huggingface_hub asks and parses: `GET /api/models/ORG/NAM
 the error headers it reads (`X-Error-Code: GatedRepo|RepoNotFound|EntryNotFound`). Ollama:
 `GET /v2/NAMESPACE/NAME/manifests/TAG` and `/v2/NAMESPACE/NAME/blobs/sha256:DIGEST` (307 to a
 blob store), `tags/list`.
+
+Hostile answers (issue 30) are `Answer`s served as given for one path: a gzip bomb (`gzip_bomb`), a
+drip of a byte every few seconds (`drip`), an endless `Link: next` page chain, a listing whose
+fields have the wrong types.
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import struct
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
+from typing import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -28,6 +35,41 @@ class Repo:
     sha: str = "0123456789abcdef0123456789abcdef01234567"
     gated: bool = False
     token: str = "hf_good"
+
+
+@dataclass
+class Answer:
+    """One answer served as given: `body` bytes (with a Content-Length), or a callable giving the
+    chunks of a body sent as they come (then the connection closes at its end). `{url}` in a header
+    value is the server's own address."""
+
+    status: int = 200
+    headers: dict = field(default_factory=dict)
+    body: bytes | Callable[[], Iterable[bytes]] = b""
+
+
+def gzip_bomb(mib: int, fill: bytes = b" ") -> bytes:
+    """A gzip member that decodes to `mib` MiB of `fill` (about 1 KB per MiB): each 1 MiB block is
+    compressed after a full flush, so every block after the first has the same bytes."""
+    block = fill * (1 << 20)
+    co = zlib.compressobj(9, zlib.DEFLATED, 31)
+    first = co.compress(block) + co.flush(zlib.Z_FULL_FLUSH)
+    again = co.compress(block) + co.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(mib):
+        crc = zlib.crc32(block, crc)
+    # a final empty fixed-Huffman block, then the gzip trailer: CRC-32 and length mod 2^32 (RFC 1952)
+    return first + again * (mib - 1) + b"\x03\x00" + struct.pack("<II", crc, (mib << 20) & 0xFFFFFFFF)
+
+
+def drip(every_s: float, first: bytes = b"{", times: int = 120) -> Callable[[], Iterable[bytes]]:
+    """A body of one byte every `every_s` seconds (at most `times` bytes: the server stops on its own)."""
+    def chunks() -> Iterable[bytes]:
+        yield first
+        for _ in range(times):
+            time.sleep(every_s)
+            yield b" "
+    return chunks
 
 
 @dataclass
@@ -49,6 +91,8 @@ class Hub:
     """Ignore Range: send the whole file (200)."""
     stall_s: float = 0.0
     """Wait this long before answering anything."""
+    raw: dict[str, Answer] = field(default_factory=dict)
+    """URL path -> an answer served as given, before anything else."""
     log: list[tuple[str, str, int]] = field(default_factory=list)
     """(path, range header, body bytes sent)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -82,6 +126,8 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(hub.stall_s)
         url = urlsplit(self.path)
         path = unquote(url.path)
+        if path in hub.raw:
+            return self._answer(hub.raw[path])
         for prefix, (status, headers) in hub.status.items():
             if path.startswith(prefix):
                 return self._send(status, b'{"error": "as configured"}', {"content-type": "application/json", **headers})
@@ -156,6 +202,29 @@ class _Handler(BaseHTTPRequestHandler):
         self._file(data, self.path)
 
     # --- bodies ----------------------------------------------------------------------------------
+    def _answer(self, answer: Answer) -> None:
+        here = f"http://{self.headers.get('host', '127.0.0.1')}"
+        headers = {k: str(v).replace("{url}", here) for k, v in answer.headers.items()}
+        if isinstance(answer.body, bytes):
+            return self._send(answer.status, answer.body, headers)
+        self.send_response(answer.status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("connection", "close")
+        self.close_connection = True
+        self.end_headers()
+        sent = 0
+        try:
+            for chunk in answer.body():
+                self.wfile.write(chunk)
+                self.wfile.flush()
+                sent += len(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            with self.hub.lock:
+                self.hub.log.append((self.path, self.headers.get("range", ""), sent))
+
     def _file(self, data: bytes, path: str) -> None:
         hub = self.hub
         rng = self.headers.get("range", "")
@@ -200,12 +269,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:  # noqa: ANN001
+        """A client that hangs up (as the advisor does once it has read enough) is no error here."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class Server:
     """`with Server(hub) as url:` a server on a free port of 127.0.0.1, stopped on exit."""
 
     def __init__(self, hub: Hub) -> None:
         handler = type("Handler", (_Handler,), {"hub": hub})
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd = _QuietServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import hostile  # noqa: E402
 from advisor.catalog import load  # noqa: E402
@@ -150,6 +151,12 @@ def test_mig_gpu_is_its_largest_instance_and_the_warning_reaches_check(sandbox: 
     empty = DetectedGpu(index=0, name="NVIDIA A100-SXM4-80GB", vram_bytes=80 * GIB, mig=True)
     rig = rig_from_detection(catalog, Detection(source="nvml", gpus=(empty,)))
     assert rig.gpus == () and "no MIG instance" in rig.warnings[0]
+    # issue 30 item 9: the card left out is said as a finding, not only in rig.warnings
+    out = check_json(evaluate(catalog, rig, catalog.models["llama-3.1-8b"], Options()))
+    assert any(f["code"] == "RIG001" and "no MIG instance" in f["message"] for f in out["findings"])
+    unreadable = rig_from_detection(catalog, Detection(source="none", warnings=("Can't read NVIDIA GPUs here",)))
+    out = check_json(evaluate(catalog, unreadable, catalog.models["llama-3.1-8b"], Options()))
+    assert unreadable.source == "cpu-only" and not any(f["code"] == "RIG001" for f in out["findings"])
 
 
 @pytest.mark.parametrize("names", [("NVIDIA RTX A4500", "NVIDIA RTX A4500"),
@@ -176,15 +183,170 @@ def test_detected_gpus_unknown_or_full_are_answered(sandbox: Path, names: tuple[
         assert report.speed.decode_tokens_per_s is None and report.interconnect.nvlink == "not_applicable"
 
 
+# -- issue 30: the mechanisms behind the hostile-server and driver reproductions ----------------------------
+
+def test_compressed_answers_are_counted_after_decoding() -> None:
+    """A 64 MiB gzip bomb of 64 KB stops at the budget, decoded 1 MiB a step (never all at once)."""
+    from hubserver import gzip_bomb
+
+    from advisor.modelfile import fetch
+
+    bomb = gzip_bomb(64)
+    fetch.METER.reset(budget=4 * fetch.MIB)
+    steps = []
+    with pytest.raises(AdvisorError, match="more than 4 MiB"):
+        for out in fetch._decoded(iter([bomb[i:i + 4096] for i in range(0, len(bomb), 4096)]), "gzip"):
+            steps.append(len(out))
+    assert max(steps) <= fetch.DECODE_STEP and sum(steps) <= 4 * fetch.MIB
+    fetch.METER.reset()
+    assert sum(len(b) for b in fetch._decoded(iter([bomb]), "gzip")) == 64 * fetch.MIB  # a real answer, whole
+    with pytest.raises(AdvisorError, match="content encoding 'br'"):
+        fetch._encoding("br", "example.org")
+    with pytest.raises(AdvisorError, match="content encoding"):
+        fetch._encoding("gzip, gzip", "example.org")  # a bomb inside a bomb
+    assert fetch._encoding("identity", "h") == "" and fetch._encoding("GZIP", "h") == "gzip"
+
+
+def test_json_is_sized_before_it_is_parsed() -> None:
+    from advisor.modelfile import limits
+
+    # each {} counts twice (a value and a container): an upper bound of what parsing allocates
+    with pytest.raises(AdvisorError, match="values, more than the 1,000"):
+        limits.parse_json(b"[" + b",".join([b"{}"] * 600) + b"]", "x", "listing", max_items=1000)
+    assert len(limits.parse_json(b"[" + b",".join([b"{}"] * 400) + b"]", "x", "listing", max_items=1000)) == 400
+    with pytest.raises(AdvisorError, match="not all ASCII"):  # its text could take 4 bytes a character
+        limits.parse_json(('{"a": "' + "x" * 300 + '\U0001F600"}').encode(), "x", "index", limit=1024)
+    assert limits.parse_json(b'{"a": "' + b"x" * 900 + b'"}', "x", "index", limit=1024)["a"] == "x" * 900
+
+
+@pytest.mark.parametrize(("doc", "words"), [
+    ([], "not a JSON object"),
+    ({"sha": 5}, "not a commit id"),
+    ({"sha": "main; rm -rf"}, "not a commit id"),
+    ({"sha": "a" * 40, "siblings": {"a": 1}}, "no list of files"),
+    ({"siblings": [{"rfilename": 5}]}, "named '5'"),
+    ({"siblings": [{"rfilename": "../../api/x"}]}, "named"),
+    ({"siblings": [{"rfilename": "a.gguf", "size": "big"}]}, "the size 'big'"),
+    ({"siblings": [{"rfilename": "a.gguf", "size": True}]}, "the size 'True'"),
+    ({"siblings": [{"rfilename": "a.gguf", "lfs": {"size": -1}}]}, "the size '-1'"),
+])
+def test_every_listing_field_is_checked(doc, words) -> None:
+    from advisor.modelfile.remote import Ref, _listing_fields
+
+    with pytest.raises(AdvisorError, match=words):
+        _listing_fields(doc, Ref("hf", "o/n", repo="o/n"))
+    ok = _listing_fields({"sha": "a" * 40, "siblings": [{"rfilename": "d/a.gguf", "size": 1, "lfs": {"size": 7}},
+                                                        {"rfilename": "b", "size": None}]}, Ref("hf", "o/n", repo="o/n"))
+    assert ok == {"sha": "a" * 40, "files": [["d/a.gguf", 7], ["b", None]]}
+
+
+def test_safetensors_index_shapes() -> None:
+    from advisor.modelfile import limits
+    from advisor.modelfile.safetensors_file import index_shards
+
+    for bad, words in [({"weight_map": {}}, "empty weight_map"), ({"weight_map": []}, "no weight_map"),
+                       ({"weight_map": {"a": 1}}, "no weight_map"),
+                       ({"weight_map": {f"t{i}": f"s{i}.safetensors" for i in range(limits.MAX_SPLITS + 1)}},
+                        "more than 1024 shard files")]:
+        with pytest.raises(AdvisorError, match=words):
+            index_shards(bad, "index.json")
+    assert index_shards({"weight_map": {"a": "x.safetensors", "b": "x.safetensors"}}, "i") == {"x.safetensors": {"a", "b"}}
+
+
+def test_progress_is_cleared_before_the_error_line(monkeypatch) -> None:
+    """On a terminal the progress line is erased before the error is written; elsewhere nothing is
+    written for a read that fails (a line once written cannot be taken back), one line for one that succeeds."""
+    import time as _time
+
+    from advisor.modelfile import fetch
+
+    def slow(fail: bool):
+        def read():
+            fetch.METER.add(100)
+            _time.sleep(1.4)
+            if fail:
+                raise fetch.RemoteError("x: cut short")
+            return 1
+        return read
+
+    for tty in (True, False):
+        monkeypatch.setattr(fetch, "_stderr_tty", lambda tty=tty: tty)
+        said: list[str] = []
+        with pytest.raises(AdvisorError, match="cut short"):
+            fetch._watched(slow(True), "x", said.append)
+        assert (said[-1] == "\r\x1b[K") if tty else said == []
+        said.clear()
+        assert fetch._watched(slow(False), "x", said.append) == 1
+        if tty:
+            assert said[-1] == "\r\x1b[K"
+        else:
+            assert len(said) == 1 and said[0].startswith("advisor: reading the metadata of x") and said[0].endswith("\n")
+
+
+def test_drip_is_no_progress(monkeypatch) -> None:
+    """Bytes below PROGRESS_BYTES do not hold the watchdog off: a byte every 0.1 s stalls like silence."""
+    import time as _time
+
+    from advisor.modelfile import fetch
+
+    monkeypatch.setattr(fetch, "STALL_TIMEOUT_S", 0.6)
+
+    def drip():
+        for _ in range(100):
+            fetch.METER.add(1)
+            _time.sleep(0.1)
+
+    start = _time.monotonic()
+    with pytest.raises(AdvisorError, match="sent only .* bytes in 1 s"):
+        fetch._watched(drip, "x", None)
+    assert _time.monotonic() - start < 2
+
+
+def test_rig_file_writes_keep_the_mode_and_need_force(tmp_path: Path) -> None:
+    from advisor import files
+
+    mine = lambda head: head.startswith(b"# advisor")  # noqa: E731
+    target = tmp_path / "r.toml"
+    target.write_text("# advisor rig\n")
+    target.chmod(0o600)
+    files.check_overwrite(target, "--save", mine, force=False)
+    files.write_atomic(target, "# advisor rig, again\n")
+    assert target.stat().st_mode & 0o777 == 0o600 and target.read_text() == "# advisor rig, again\n"
+    target.chmod(0o444)
+    with pytest.raises(AdvisorError, match="read-only"):
+        files.check_overwrite(target, "--save", mine, force=False)
+    files.check_overwrite(target, "--save", mine, force=True)
+    link = tmp_path / "l.toml"
+    link.symlink_to("gone.toml")
+    with pytest.raises(AdvisorError, match="symbolic link"):
+        files.check_overwrite(link, "--save", mine, force=False)
+    (tmp_path / "h.toml").write_text("[[gpu]]\n")
+    with pytest.raises(AdvisorError, match="not written by the advisor"):
+        files.check_overwrite(tmp_path / "h.toml", "--save", mine, force=False)
+    with pytest.raises(AdvisorError, match="folder"):
+        files.check_overwrite(tmp_path, "--save", mine, force=True)
+    files.check_overwrite(tmp_path / "new.toml", "--save", mine, force=False)
+    files.write_atomic(tmp_path / "new.toml", "x")
+    assert (tmp_path / "new.toml").stat().st_mode & 0o777 == 0o644 & ~_umask()
+
+
+def _umask() -> int:
+    old = os.umask(0)
+    os.umask(old)
+    return old
+
+
 def test_bounded_numbers() -> None:
     from advisor.numbers import check_number, parse_float, parse_int
 
     assert parse_int("8k", "--ctx", 1, 10**8, suffixes=True) == 8192
     assert parse_int("8,192", "--ctx", 1, 10**8) == 8192
-    for bad in ("9" * 400, "0", "-1", "1e3", "", "٣"):
+    for bad in ("9" * 400, "0", "-1", "1e3", "", "٣", "1e308k", "1e999k", ".e5k", "e5k", ".k", "1__0x"):
         with pytest.raises(AdvisorError):
             parse_int(bad, "--ctx", 1, 10**8, suffixes=True)
-    for bad in ("inf", "nan", "1e400", "0", "-2", "9" * 400):
+    assert parse_int("1.5k", "--ctx", 1, 10**8, suffixes=True) == 1536
+    assert parse_int("1__0k", "--ctx", 1, 10**8, suffixes=True) == 10240
+    for bad in ("inf", "nan", "1e400", "0", "-2", "9" * 400, ".e5", "e5", ".", "._5"):
         with pytest.raises(AdvisorError):
             parse_float(bad, "--min-tps", 0, 1e6, lo_open=True)
     for bad in (True, float("inf"), 10**500, "5"):

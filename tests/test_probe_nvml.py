@@ -300,3 +300,51 @@ def test_gpu_lost_while_counting(monkeypatch):
     d = read_nvml(fake)
     assert d.source == "none" and "stopped answering" in d.warnings[0]
     assert fake.shutdown_calls == 1
+
+
+# -- issue 30: a binding that answers the wrong types, absurd counts or NaN ----------------------------------
+
+def _binding(name: str):
+    """One of bench/hostile.py's broken `pynvml` modules, loaded as a module object."""
+    import types
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import hostile
+
+    module = types.ModuleType("pynvml")
+    exec(getattr(hostile, name), module.__dict__)  # noqa: S102 - our own test fixture's source
+    return module
+
+
+def test_wrong_types_are_unknown_with_a_warning():
+    d = read_nvml(nvml_module=_binding("NVML_WRONG_TYPES"), timeout_s=5)
+    (gpu,) = d.gpus
+    assert d.source == "nvml" and d.driver_version is None
+    assert gpu.name == "" and gpu.vram_bytes is None and gpu.compute_capability is None
+    assert gpu.power_limit_w is None and gpu.mig is None and gpu.pcie is None
+    assert any("not plausible" in w for w in d.warnings)
+    json.dumps(d.to_json(), allow_nan=False)
+
+
+@pytest.mark.parametrize("name", ["NVML_COUNT_MAX", "NVML_COUNT_TEXT"])
+def test_a_count_that_is_not_a_count_is_refused_before_any_gpu_is_asked(name):
+    import time
+
+    start = time.monotonic()
+    d = read_nvml(nvml_module=_binding(name), timeout_s=5)
+    assert time.monotonic() - start < 1
+    assert d.source == "none" and d.gpus == () and "not a count of up to 64" in d.warnings[0]
+
+
+def test_nan_readings_never_reach_the_json():
+    d = read_nvml(nvml_module=_binding("NVML_NAN"), timeout_s=5)
+    (gpu,) = d.gpus
+    assert gpu.name == "NVIDIA GeForce RTX 3090" and gpu.vram_bytes is None and gpu.power_limit_w is None
+    json.dumps(d.to_json(), allow_nan=False)  # raises on NaN or inf
+
+
+def test_mig_card_without_an_instance_reads_as_mig():
+    d = read_nvml(nvml_module=_binding("NVML_MIG_EMPTY"), timeout_s=5)
+    (gpu,) = d.gpus
+    assert gpu.mig is True and gpu.mig_memory_bytes == ()

@@ -349,5 +349,5 @@ def test_cli_server_that_never_answers(hub, tmp_path) -> None:
     hub.stall_s = 30
     start = time.monotonic()
     r = _cli("check", "org/Tiny", "--gpu", "rtx-3090", env={"ADVISOR_CACHE_DIR": str(tmp_path / "c")})
-    assert time.monotonic() - start < 25  # the 8 s deadline applied: the server stalls for 30 s
-    assert r.returncode == 2 and "did not answer within 8 s" in r.stderr and r.stderr.count("\n") == 1
+    assert time.monotonic() - start < 25  # the 6 s stall deadline applied: the server stalls for 30 s (bench/hostile.py holds the 10 s goal)
+    assert r.returncode == 2 and "did not answer within 6 s" in r.stderr and r.stderr.count("\n") == 1

@@ -75,7 +75,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
         from advisor.probe.rigfile import save_rig
 
         save_rig(catalog, args.save, rig_from_detection(catalog, det),
-                 name=f"saved by advisor detect from {det.source}", source=args.source)
+                 name=f"saved by advisor detect from {det.source}", source=args.source,
+                 force=getattr(args, "force", False))
     if fmt_of(args) == "json":
         emit_json(det.to_json(catalog_id=lambda name: ids.get(name)))
     else:

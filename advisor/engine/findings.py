@@ -296,9 +296,10 @@ def mem002_free_memory(r: Report, c: Catalog) -> Iterator[Said]:
 @rule("RIG001")
 def rig001_detection_warnings(r: Report, c: Catalog) -> Iterator[Said]:
     """What the probe warned about the GPUs it found (one in MIG mode, one lost while read), so the
-    answer carries it and nobody reads a fit on 80 GiB that a MIG instance does not have. (Without a
-    GPU, why none was readable is the CPU-only answer's own business.)"""
-    if r.rig.gpus:
+    answer carries it and nobody reads a fit on 80 GiB that a MIG instance does not have; also when
+    every GPU found was left out (a MIG card without a readable instance: the rig keeps the probe's
+    source). (When no GPU was found, why none was readable is the CPU-only answer's own business.)"""
+    if r.rig.gpus or r.rig.source != "cpu-only":
         for warning in r.rig.warnings:
             yield ("warning", warning)
 

@@ -156,17 +156,11 @@ def _shards(folder: Path) -> dict[Path, set[str] | None]:
     """Shard files, each with the tensor names the index assigns to it (None without an index)."""
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        data = limits.read_json(index, limits.MAX_INDEX_JSON, "safetensors index")
-        wmap = data.get("weight_map") if isinstance(data, dict) else None
-        if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
-            bad_file(index, "has no weight_map of tensor names to file names")
-        out: dict[Path, set[str] | None] = {}
-        for tensor, fname in wmap.items():
-            if "/" in fname or "\\" in fname or fname.startswith(".") or not fname.endswith(".safetensors"):
-                bad_file(index, f"weight_map names {fname[:100]!r}, not a .safetensors file in this folder")
-            out.setdefault(folder / fname, set()).add(tensor)  # type: ignore[union-attr]
-        if len(out) > limits.MAX_SPLITS:
-            bad_file(index, f"lists {len(out)} shard files (over {limits.MAX_SPLITS})")
+        from advisor.modelfile.safetensors_file import index_shards
+
+        out: dict[Path, set[str] | None] = {folder / fname: names for fname, names in
+                                            index_shards(limits.read_json(index, limits.MAX_INDEX_JSON,
+                                                                          "safetensors index"), index).items()}
         missing = [p.name for p in out if not p.is_file()]
         if missing:
             bad_file(index, f"lists {len(missing)} shard files that are not there ({', '.join(missing[:3])})",

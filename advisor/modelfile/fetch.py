@@ -9,16 +9,21 @@ Ollama manifest, the header of a GGUF or safetensors file) is read here, and not
   server that ignores the range and sends the whole file is read only as far as needed, then the
   connection is closed.
 - **Bounded.** At most `MAX_REMOTE_BYTES` (64 MiB) per reference, counted on every byte received
-  (listings and JSON included): the largest real headers (a 262k-token vocabulary, DeepSeek V3's
-  163 safetensors shards) take 5-20 MB. Time: 4 s to connect, 8 s without a byte, 120 s in all;
-  a watchdog in the calling thread enforces it even where a socket call would not return (a DNS
-  lookup). No retries: a failure is one line (`AdvisorError`) at once.
+  (listings and JSON included) *after* decoding: a gzip or deflate answer is decoded here, at most
+  1 MiB per step, and each decoded byte counted, so a small compressed answer that expands without
+  bound stops at the bound (only gzip and deflate are asked for and accepted). The largest real
+  headers (a 262k-token vocabulary, DeepSeek V3's 163 safetensors shards) take 5-20 MB. Time: 4 s
+  to connect, 6 s without progress (a new answer, the end of one, or 16 KiB received: a server
+  sending a byte every few seconds makes none), 120 s in all; a watchdog in the calling thread
+  enforces it even where a socket call would not return (a DNS lookup). No retries: a failure is
+  one line (`AdvisorError`) at once.
 - **Cached.** Each reference's answers (listing, JSON, header bytes) are written to one record
   under `$ADVISOR_CACHE_DIR/remote` (else the platform's cache folder), so asking again reads no
   network; delete the folder to read again.
 - **Hub conventions** come from `huggingface_hub`: its endpoint (`HF_ENDPOINT`), token (`HF_TOKEN`
-  or the saved login) and offline switch (`HF_HUB_OFFLINE`), its `HfApi` for listings and its URL
-  layout. Its HTTP client is set to this module's bounded one.
+  or the saved login) and offline switch (`HF_HUB_OFFLINE`), its URL layout and its reading of an
+  error answer (`hf_raise_for_status`). The listing itself is read here (`remote._hf_listing`), so
+  its size and every field are checked before use. Its HTTP client is set to this module's bounded one.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import os
 import sys
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -40,9 +46,19 @@ MIB = 1024**2
 MAX_REMOTE_BYTES = 64 * MIB
 """Bytes received for one model reference, all requests together."""
 CONNECT_TIMEOUT_S = 4.0
-STALL_TIMEOUT_S = 8.0
-"""Seconds without a byte (or a connection) before giving up."""
+STALL_TIMEOUT_S = 6.0
+"""Seconds without progress before giving up: no new answer, no answer ending, fewer than
+PROGRESS_BYTES received (a drip of a byte every 5 s is no progress)."""
+PROGRESS_BYTES = 16 * 1024
+"""Bytes that count as progress on their own: 2.7 KB/s, a link far slower than any that reads a
+model's metadata in the 120 s allowed."""
 TOTAL_TIMEOUT_S = 120.0
+"""Seconds for one reference in all (the listing, the closest-names search of a 404, every header)."""
+DECODE_STEP = 1 * MIB
+"""Decoded bytes produced per step from a compressed answer (counted before the next step)."""
+ENCODINGS = {"gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+"""The content encodings asked for and decoded (zlib window bits); `deflate` without its zlib
+wrapper (sent by some servers) is tried raw."""
 FIRST_CHUNK = 256 * 1024
 MAX_CHUNK = 8 * MIB
 CACHE_VERSION = 1
@@ -74,6 +90,8 @@ class Meter:
 
     def reset(self, budget: int | None = None) -> None:
         self.bytes = 0
+        self.pending = 0
+        """Bytes since the last progress."""
         self.budget = MAX_REMOTE_BYTES if budget is None else budget
         self.started = self.last = time.monotonic()
         self.host = ""
@@ -81,14 +99,18 @@ class Meter:
     def add(self, n: int) -> None:
         with self.lock:
             self.bytes += n
-            self.last = time.monotonic()
+            self.pending += n
+            if self.pending >= PROGRESS_BYTES:
+                self.touch()
             if self.bytes > self.budget:
                 raise RemoteError(f"reading this model's metadata took more than {self.budget // MIB} MiB "
                                   f"(the bound per reference): the server sent more than the headers",
                                   "this reference is not a model repository, or the server ignores range requests")
 
     def touch(self) -> None:
+        """Progress: a request sent, an answer begun or ended, PROGRESS_BYTES received."""
         self.last = time.monotonic()
+        self.pending = 0
 
 
 METER = Meter()
@@ -115,13 +137,19 @@ def _make_client():
     httpx = httpx_module()
 
     class CountingStream(httpx.SyncByteStream):
-        def __init__(self, inner) -> None:
-            self.inner = inner
+        """The body as sent, decoded here when compressed; every decoded byte counted."""
+
+        def __init__(self, inner, encoding: str) -> None:
+            self.inner, self.encoding = inner, encoding
 
         def __iter__(self):
-            for chunk in self.inner:
-                METER.add(len(chunk))
-                yield chunk
+            if not self.encoding:
+                for chunk in self.inner:
+                    METER.add(len(chunk))
+                    yield chunk
+            else:
+                yield from _decoded(self.inner, self.encoding)
+            METER.touch()  # the answer ended
 
         def close(self) -> None:
             close = getattr(self.inner, "close", None)
@@ -137,15 +165,57 @@ def _make_client():
             METER.host = request.url.host
             response = self.inner.handle_request(request)
             METER.touch()
-            return httpx.Response(status_code=response.status_code, headers=response.headers,
-                                  stream=CountingStream(response.stream), extensions=response.extensions)
+            encoding = _encoding(response.headers.get("content-encoding", ""), request.url.host)
+            headers = response.headers
+            if encoding:  # decoded here: httpx must not decode again, nor trust the encoded length
+                headers = [(k, v) for k, v in response.headers.multi_items()
+                           if k.lower() not in ("content-encoding", "content-length")]
+            return httpx.Response(status_code=response.status_code, headers=headers,
+                                  stream=CountingStream(response.stream, encoding), extensions=response.extensions)
 
         def close(self) -> None:
             self.inner.close()
 
     timeout = httpx.Timeout(STALL_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
     return httpx.Client(transport=CountingTransport(), follow_redirects=True, timeout=timeout,
-                        headers={"user-agent": "advisor (model metadata; range requests only)"})
+                        headers={"user-agent": "advisor (model metadata; range requests only)",
+                                 "accept-encoding": ", ".join(ENCODINGS)})
+
+
+def _encoding(header: str, host: str) -> str:
+    """The one content encoding this reader decodes ("" for none), or a RemoteError."""
+    words = [w.strip().lower() for w in header.split(",") if w.strip() and w.strip().lower() != "identity"]
+    if not words:
+        return ""
+    if len(words) == 1 and words[0] in ENCODINGS:
+        return words[0]
+    raise RemoteError(f"{host} answered in the content encoding {one_line(header, 60)!r}, which was not asked for",
+                      "the server must answer in gzip, deflate or plain bytes")
+
+
+def _decoded(chunks, encoding: str):
+    """The decoded body of a gzip or deflate answer, DECODE_STEP bytes at most per step, each step
+    counted (METER.add raises past the bound) before the next is decoded."""
+    d = zlib.decompressobj(ENCODINGS[encoding])
+    first = True
+    for chunk in chunks:
+        data = chunk
+        while True:
+            try:
+                out = d.decompress(data, DECODE_STEP)
+            except zlib.error as exc:
+                if not (first and encoding == "deflate"):
+                    raise RemoteError(f"{METER.host or 'the server'} sent a corrupt {encoding} answer ({exc})",
+                                      "try again later") from None
+                d, first = zlib.decompressobj(-zlib.MAX_WBITS), False  # raw deflate, no zlib wrapper
+                continue
+            first = False
+            if out:
+                METER.add(len(out))
+                yield out
+            data = d.unconsumed_tail
+            if not data and len(out) < DECODE_STEP:
+                break
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -232,7 +302,7 @@ class Source:
     def get_json(self, name: str, url: str, limit: int, what: str, headers: dict[str, str] | None = None,
                  on_status: Callable[[int, Any], RemoteError] | None = None) -> Any:
         return self.json(name, lambda: json_from(get_small(url, limit, what, {**self.headers, **(headers or {})},
-                                                           on_status), url, what))
+                                                           on_status), url, what, limit))
 
     # files read by range ---------------------------------------------------------------------
     def open(self, url: str, what: str, size: int | None = None,
@@ -259,19 +329,24 @@ class CacheMiss(Exception):
 
 
 def get_small(url: str, limit: int, what: str, headers: dict[str, str],
-              on_status: Callable[[int, Any], RemoteError] | None = None) -> bytes:
-    """A whole small document (JSON), at most `limit` bytes."""
+              on_status: Callable[[int, Any], RemoteError] | None = None) -> bytearray:
+    """A whole small document (JSON), at most `limit` bytes (refused as soon as it says or shows it
+    is larger; returned as the buffer it was read into, not a copy: an index may be tens of MB)."""
+    too_big = RemoteError(f"{what}: the answer is larger than the {limit // 1024} KiB accepted",
+                          "this is not a model's metadata")
     try:
         with client().stream("GET", url, headers=headers) as resp:
             if resp.status_code >= 400:
                 raise (on_status or _default_status(url, what))(resp.status_code, resp.headers)
+            length = resp.headers.get("content-length", "")
+            if length.isdigit() and int(length[:20]) > limit:
+                raise too_big
             out = bytearray()
             for chunk in resp.iter_bytes():
                 out += chunk
                 if len(out) > limit:
-                    raise RemoteError(f"{what}: the answer is larger than the {limit // 1024} KiB accepted",
-                                      "this is not a model's metadata")
-            return bytes(out)
+                    raise too_big
+            return out
     except RemoteError:
         raise
     except Exception as exc:  # noqa: BLE001 - every library failure becomes one line
@@ -280,10 +355,11 @@ def get_small(url: str, limit: int, what: str, headers: dict[str, str],
         raise
 
 
-def json_from(raw: bytes, url: str, what: str) -> Any:
+def json_from(raw: bytes | bytearray, url: str, what: str, limit: int | None = None) -> Any:
+    """A JSON answer, parsed within the bounds of `limits.parse_json` (`limit`: the answer's byte limit)."""
     from advisor.modelfile.limits import parse_json
 
-    return parse_json(raw, url, what)
+    return parse_json(raw, url, what, limit=limit)
 
 
 def _default_status(url: str, what: str):
@@ -506,35 +582,36 @@ def _watched(fn: Callable[[], Any], ref: str, progress: Progress | None) -> Any:
             now = time.monotonic()
             if not worker.is_alive():
                 break
-            if now - METER.last > STALL_TIMEOUT_S + 1:
-                where = METER.host or "the server"
-                raise RemoteError(f"{ref}: {where} did not answer within {STALL_TIMEOUT_S:.0f} s",
-                                  "check the network, or try again later")
+            if now - METER.last > STALL_TIMEOUT_S:
+                raise _stalled(ref)
             if now - METER.started > TOTAL_TIMEOUT_S:
                 raise RemoteError(f"{ref}: reading its metadata took more than {TOTAL_TIMEOUT_S:.0f} s",
                                   "the server is too slow: try again later")
-            if progress is not None and now - METER.started > (1.0 if tty else PIPE_PROGRESS_AFTER_S) \
-                    and (tty or METER.bytes):
-                line = f"advisor: reading the metadata of {ref} from {METER.host or 'the network'}: " \
-                       f"{METER.bytes / 1e6:.1f} MB"
-                if tty:
-                    progress("\r" + one_line(line, 200) + "\x1b[K")
-                    shown = True
-                elif not shown:
-                    progress(one_line(line.rsplit(":", 1)[0] + " ...", 300) + "\n")
-                    shown = True
+            if tty and now - METER.started > 1.0:
+                progress(f"\r{one_line(_progress_line(ref), 200)}\x1b[K")
+                shown = True
     finally:
-        if shown and tty:
+        if shown:  # cleared before anything else is written: an error is then the one line on stderr
             progress("\r\x1b[K")
     if "error" in box:
         raise box["error"]
+    if progress is not None and not tty and time.monotonic() - METER.started > 1.0:
+        # Not a terminal: nothing printed can be taken back, so a slow read is said once it succeeded.
+        progress(one_line(f"{_progress_line(ref)} in {time.monotonic() - METER.started:.1f} s; cached", 300) + "\n")
     return box.get("value")
 
 
-PIPE_PROGRESS_AFTER_S = 5.0
-"""Outside a terminal a progress line cannot be taken back, so a read that then fails would leave two lines on
-stderr: it is written only for a read still going after this long (a terminal's line shows after 1 s and is
-cleared)."""
+def _progress_line(ref: str) -> str:
+    return f"advisor: reading the metadata of {ref} from {METER.host or 'the network'}: {METER.bytes / 1e6:.1f} MB"
+
+
+def _stalled(ref: str) -> RemoteError:
+    where = METER.host or "the server"
+    if METER.pending:
+        return RemoteError(f"{ref}: {where} sent only {METER.pending} bytes in {STALL_TIMEOUT_S:.0f} s",
+                           "the server or the network is too slow: try again later")
+    return RemoteError(f"{ref}: {where} did not answer within {STALL_TIMEOUT_S:.0f} s",
+                       "check the network, or try again later")
 
 
 def _stderr_tty() -> bool:

@@ -2,7 +2,7 @@
 
 | reference | what is read |
 | --- | --- |
-| `ORG/NAME`, `hf:ORG/NAME`, `https://huggingface.co/ORG/NAME` (`@REV` optional) | the repo's listing (HfApi), `config.json`, the safetensors index and every shard's header |
+| `ORG/NAME`, `hf:ORG/NAME`, `https://huggingface.co/ORG/NAME` (`@REV` optional) | the repo's listing (the Hub API), `config.json`, the safetensors index and every shard's header |
 | `ORG/NAME-GGUF:TAG` (`UD-Q4_K_XL`, `Q4_K_M`, ...) or a `.../resolve/REV/FILE.gguf` URL | the listing, then the header of that GGUF file (every part of a split set) and of the mmproj `llama-server -hf` fetches beside it (`pick_mmproj`) |
 | a GGUF repo without a tag | nothing more: its GGUF files are listed with their sizes, to pick one |
 | `https://HOST/.../FILE.gguf` | that file's header (split sets: every part's) |
@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from advisor.engine.loaded import LoadedModel
 from advisor.errors import AdvisorError
@@ -173,73 +173,107 @@ def _gated_hint(repo: str, endpoint: str) -> str:
 
 
 def _hf_listing(src: Source, ref: Ref, endpoint: str) -> dict[str, Any]:
+    """The repo's files and commit, as `GET /api/models/ORG/NAME[/revision/REV]?blobs=true` answers
+    (huggingface_hub's model_info URL), read here so the answer is bounded in bytes and items before
+    it is parsed and every field is checked before it is used."""
     def fetch_listing() -> dict[str, Any]:
-        _hub()
-        from huggingface_hub import HfApi
-        from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
-
-        api = HfApi(endpoint=endpoint, library_name="advisor")
-        fetch.client()  # huggingface_hub's requests go through the bounded client
-        what = ref.repo
-        try:
-            info = api.model_info(ref.repo, revision=ref.revision or None, files_metadata=True,
-                                  timeout=fetch.STALL_TIMEOUT_S)
-        except GatedRepoError:
-            raise RemoteError(f"{what}: {urlsplit(endpoint).netloc} refused access (gated)", _gated_hint(ref.repo, endpoint)) from None
-        except RevisionNotFoundError:
-            raise RemoteError(f"{what}: no revision {ref.revision!r} on {urlsplit(endpoint).netloc} (404)",
-                              "use a branch, tag or commit the repo has") from None
-        except RepositoryNotFoundError as exc:
-            response = getattr(exc, "response", None)
-            status = getattr(response, "status_code", 404)
-            code = (getattr(response, "headers", None) or {}).get("x-error-code", "")
-            if status in (401, 403) and code != "RepoNotFound":
-                raise RemoteError(f"{what}: {urlsplit(endpoint).netloc} answered {status} (gated or private)",
-                                  _gated_hint(ref.repo, endpoint)) from None
-            private = " (or it is private: then set HF_TOKEN)" if status == 401 and not os.environ.get("HF_TOKEN") else ""
-            raise RemoteError(f"{what}: no such model on {urlsplit(endpoint).netloc}{private}",
-                              _closest_repos(api, ref.repo)) from None
-        except HfHubHTTPError as exc:
-            response = getattr(exc, "response", None)
-            status = getattr(response, "status_code", 0) or 0
-            if status in (401, 403):
-                raise RemoteError(f"{what}: {urlsplit(endpoint).netloc} answered {status} (gated or private)",
-                                  _gated_hint(ref.repo, endpoint)) from None
-            if status == 404:
-                raise RemoteError(f"{what}: no such model on {urlsplit(endpoint).netloc}",
-                                  _closest_repos(api, ref.repo)) from None
-            raise fetch.status_error(status, what, endpoint, getattr(response, "headers", None),
-                                     gated_hint="x") from None
-        except RemoteError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - network failures inside huggingface_hub
-            raise fetch.network_error(exc, endpoint, what) from None
-        files = []
-        for s in info.siblings or ():
-            size = s.lfs.size if s.lfs is not None and getattr(s.lfs, "size", None) is not None else s.size
-            files.append([s.rfilename, size])
-        return {"sha": info.sha or ref.revision or "main", "files": files}
+        rev = f"/revision/{quote(ref.revision, safe='')}" if ref.revision else ""
+        url = f"{endpoint}/api/models/{ref.repo}{rev}?blobs=true"
+        raw = fetch.get_small(url, limits.MAX_LISTING_JSON, f"{ref.repo} listing", src.headers,
+                              on_status=lambda status, headers: _listing_error(status, headers, url, ref, endpoint, src))
+        return _listing_fields(fetch.json_from(raw, url, f"{ref.repo} listing", limits.MAX_LISTING_JSON), ref)
 
     return src.json("listing", fetch_listing)
 
 
-def _closest_repos(api, repo: str) -> str:
-    """Names like `repo` that the Hub has (one bounded search), for a 404."""
-    name = repo.split("/")[-1]
+def _listing_error(status: int, headers: Any, url: str, ref: Ref, endpoint: str, src: Source) -> RemoteError:
+    """An error answer to the listing, read as huggingface_hub reads it (hf_raise_for_status)."""
+    _hub()
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.utils import hf_raise_for_status
+
+    httpx = fetch.httpx_module()
+    host, what = urlsplit(endpoint).netloc, ref.repo
     try:
-        found = [m.id for m in api.list_models(search=name[:60], limit=5)]
-    except Exception:  # noqa: BLE001 - the hint is a courtesy
-        found = []
+        hf_raise_for_status(httpx.Response(status, headers=headers, content=b"", request=httpx.Request("GET", url)))
+    except GatedRepoError:
+        return RemoteError(f"{what}: {host} refused access (gated)", _gated_hint(ref.repo, endpoint))
+    except RevisionNotFoundError:
+        return RemoteError(f"{what}: no revision {ref.revision!r} on {host} (404)", "use a branch, tag or commit the repo has")
+    except RepositoryNotFoundError:
+        code = (headers or {}).get("x-error-code", "")
+        if status in (401, 403) and code != "RepoNotFound":
+            return RemoteError(f"{what}: {host} answered {status} (gated or private)", _gated_hint(ref.repo, endpoint))
+        private = " (or it is private: then set HF_TOKEN)" if status == 401 and not os.environ.get("HF_TOKEN") else ""
+        return RemoteError(f"{what}: no such model on {host}{private}", _closest_repos(endpoint, ref.repo, src))
+    except HfHubHTTPError:
+        if status in (401, 403):
+            return RemoteError(f"{what}: {host} answered {status} (gated or private)", _gated_hint(ref.repo, endpoint))
+        if status == 404:
+            return RemoteError(f"{what}: no such model on {host}", _closest_repos(endpoint, ref.repo, src))
+    return fetch.status_error(status, what, endpoint, headers, gated_hint="x")
+
+
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+"""A git commit id as the Hub gives it (SHA-1; SHA-256 for repos in git's newer object format)."""
+
+
+def _listing_fields(doc: Any, ref: Ref) -> dict[str, Any]:
+    """{"sha": commit, "files": [[path, size or None], ...]} from a listing, each field checked:
+    a listing that is not the Hub's shape is one line, never a TypeError further on."""
+    def bad(why: str) -> RemoteError:
+        return RemoteError(f"{ref.repo}: the Hub's listing {why}", "the endpoint did not answer as the Hub does (HF_ENDPOINT?)")
+
+    if not isinstance(doc, dict):
+        raise bad("is not a JSON object")
+    sha = doc.get("sha")
+    if sha is not None and not (isinstance(sha, str) and _SHA.fullmatch(sha)):
+        raise bad(f"names its commit {str(sha)[:60]!r}, not a commit id")
+    siblings = doc.get("siblings") or []
+    if not isinstance(siblings, list):
+        raise bad("has no list of files (siblings)")
+    if len(siblings) > limits.MAX_LISTING_FILES:
+        raise bad(f"lists {len(siblings)} files (over {limits.MAX_LISTING_FILES}): not a model repository read here")
+    files = []
+    for s in siblings:
+        name = s.get("rfilename") if isinstance(s, dict) else None
+        if not isinstance(name, str) or not _repo_path(name):
+            raise bad(f"lists a file named {str(name)[:80]!r}")
+        lfs = s.get("lfs")
+        size = lfs.get("size") if isinstance(lfs, dict) and lfs.get("size") is not None else s.get("size")
+        if size is not None and (type(size) is not int or not 0 <= size <= limits.MAX_FILE_BYTES):
+            raise bad(f"gives {name[:80]!r} the size {str(size)[:40]!r}")
+        files.append([name, size])
+    return {"sha": sha or ref.revision or "main", "files": files}
+
+
+def _repo_path(name: str) -> bool:
+    """A file path inside a repo: no empty, `.` or `..` segment, no control character."""
+    return 0 < len(name) <= 1000 and name.isprintable() and all(seg not in ("", ".", "..") for seg in name.split("/"))
+
+
+def _closest_repos(endpoint: str, repo: str, src: Source) -> str:
+    """Names like `repo` that the Hub has, for a 404: one search page, then (when it is empty) one
+    page of the owner's models; never a page chain (`Link: next`), each answer bounded."""
+    name, owner = repo.split("/")[-1], repo.split("/")[0]
+    found = _model_ids(f"{endpoint}/api/models?{urlencode({'search': name[:60], 'limit': 5})}", src)
     if not found:
-        org_models = []
-        try:
-            org_models = [m.id for m in api.list_models(author=repo.split("/")[0], limit=200)]
-        except Exception:  # noqa: BLE001
-            pass
         import difflib
 
-        found = difflib.get_close_matches(repo, org_models, n=5, cutoff=0.5)
+        owned = _model_ids(f"{endpoint}/api/models?{urlencode({'author': owner, 'limit': 200})}", src)
+        found = difflib.get_close_matches(repo, owned, n=5, cutoff=0.5)
     return f"closest on the Hub: {', '.join(found[:5])}" if found else "check the spelling: ORG/NAME as on the model's page"
+
+
+def _model_ids(url: str, src: Source) -> list[str]:
+    """The `id`s of one page of a Hub model search (the hint is a courtesy: a failure is no names)."""
+    try:
+        raw = fetch.get_small(url, limits.MAX_SEARCH_JSON, "search", src.headers)
+        doc = fetch.json_from(raw, url, "search", limits.MAX_SEARCH_JSON)
+    except AdvisorError:
+        return []
+    items = doc if isinstance(doc, list) else []
+    return [m["id"] for m in items[:200] if isinstance(m, dict) and isinstance(m.get("id"), str) and _HF.match(m["id"])]
 
 
 def _hf_model(src: Source, ref: Ref, endpoint: str, mmproj: bool = True) -> LoadedModel:
@@ -325,15 +359,13 @@ def _safetensors_groups(src: Source, repo: str, sizes: dict[str, Any], weights: 
     if "model.safetensors.index.json" in sizes:
         index = src.get_json("model.safetensors.index.json", url("model.safetensors.index.json"), limits.MAX_INDEX_JSON,
                              f"{repo} safetensors index", on_status=on_status(f"{repo} safetensors index"))
-        wmap = index.get("weight_map") if isinstance(index, dict) else None
-        if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
-            raise RemoteError(f"{repo}: model.safetensors.index.json has no weight_map", "the repo is malformed")
-        shards = {}
-        for tensor, fname in wmap.items():
-            if fname not in sizes:
-                raise RemoteError(f"{repo}: the index names {fname[:100]!r}, which the repo does not have",
-                                  "the upload is incomplete")
-            shards.setdefault(fname, set()).add(tensor)  # type: ignore[union-attr]
+        from advisor.modelfile.safetensors_file import index_shards
+
+        shards = dict(index_shards(index, f"{repo}/model.safetensors.index.json"))
+        absent = [fname for fname in shards if fname not in sizes]
+        if absent:
+            raise RemoteError(f"{repo}: the index names {absent[0][:100]!r}, which the repo does not have",
+                              "the upload is incomplete")
     else:
         picked = [n for n in weights if not n.startswith("consolidated")] or weights
         shards = {n: None for n in sorted(picked)}
@@ -353,7 +385,7 @@ def _safetensors_groups(src: Source, repo: str, sizes: dict[str, Any], weights: 
         return tensors
 
     order = list(shards)
-    if len(order) == 1 or not src.live:
+    if len(order) <= 1 or not src.live:
         return [one(n) for n in order]
     with ThreadPoolExecutor(max_workers=min(8, len(order)), thread_name_prefix="advisor-shard") as pool:
         return list(pool.map(one, order))

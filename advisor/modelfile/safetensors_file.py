@@ -59,6 +59,30 @@ def read_safetensors_stream(f: BinaryIO, size: int, path: str | Path) -> tuple[t
     return _tensors(path, header, size - 8 - n), meta
 
 
+def index_shards(data: Any, where: str | Path) -> dict[str, set[str]]:
+    """A `model.safetensors.index.json` as {shard file name: the tensor names it holds}, every field
+    checked: a `weight_map` of at least one and at most `limits.MAX_INDEX_TENSORS` entries, each
+    naming a .safetensors file beside the index, in at most `limits.MAX_SPLITS` files."""
+    wmap = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
+        bad_file(where, "has no weight_map of tensor names to file names")
+    if not wmap:
+        bad_file(where, "has an empty weight_map: it names no tensor", "the upload is incomplete or the index is not the model's")
+    if len(wmap) > limits.MAX_INDEX_TENSORS:
+        bad_file(where, f"its weight_map lists {len(wmap):,} tensors (over {limits.MAX_INDEX_TENSORS:,})")
+    out: dict[str, set[str]] = {}
+    for tensor, fname in wmap.items():
+        names = out.get(fname)
+        if names is None:
+            if "/" in fname or "\\" in fname or fname.startswith(".") or not fname.endswith(".safetensors"):
+                bad_file(where, f"weight_map names {fname[:100]!r}, not a .safetensors file in this folder")
+            if len(out) >= limits.MAX_SPLITS:
+                bad_file(where, f"lists more than {limits.MAX_SPLITS} shard files")
+            names = out[fname] = set()
+        names.add(tensor)
+    return out
+
+
 def _tensors(path: str | Path, header: dict[str, Any], room: int) -> tuple[Tensor, ...]:
     out: list[Tensor] = []
     spans: list[tuple[int, int, str]] = []

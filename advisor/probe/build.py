@@ -42,7 +42,8 @@ def _unknown_spec(gpu: DetectedGpu) -> GpuSpec:
 
 
 def rig_from_detection(catalog: Catalog, det: Detection, empty: bool = False) -> Rig:
-    """A Rig from what a probe found; CPU-only when no GPU was readable."""
+    """A Rig from what a probe found; CPU-only when no GPU was readable. A rig whose GPUs were all
+    left out (lost, or MIG without an instance) keeps the probe's source: RIG001 then says why."""
     host = catalog.rules.memory.host
     ram = det.system.ram_bytes or int(host.default_ram_gib * GIB)
     bw = det.system.ram_bandwidth_gb_s
@@ -98,7 +99,7 @@ def rig_from_detection(catalog: Catalog, det: Detection, empty: bool = False) ->
         gpus[0].spec.memory_bandwidth_gb_s if unified else float(host.default_ram_bandwidth_gb_s)),
         ram_bandwidth_basis=det.system.ram_bandwidth_basis if bw else DEFAULT_RAM_BW_BASIS,
         nvlink_pairs=tuple(pairs), p2p=p2p, topology=det.topology, cpu=det.system.cpu or "",
-        source=det.source if gpus else "cpu-only", warnings=tuple(warnings))
+        source=det.source if gpus or det.gpus else "cpu-only", warnings=tuple(warnings))
 
 
 def host_ram_bytes() -> int | None:

@@ -31,9 +31,10 @@ _WORD = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS)$")
 _UNITS = {"B": 1, "KIB": 1024, "MIB": MIB, "GIB": 1024**3, "KB": 1000, "MB": 1000**2, "GB": 1000**3}
 
 
-def text(value: str | bytes | None) -> str | None:
-    """The value stripped, or None for the ways drivers say "not available" (`N/A`, `[N/A]`, ...)."""
-    if value is None:
+def text(value: object) -> str | None:
+    """The value stripped, or None for the ways drivers say "not available" (`N/A`, `[N/A]`, ...)
+    and for anything that is not text (a binding that answers a number where a name belongs)."""
+    if not isinstance(value, (str, bytes)):
         return None
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
@@ -47,6 +48,12 @@ def to_int(value: str | None) -> int | None:
     """`4` -> 4, `16x` -> 16; None when not a number (or more digits than any reading has)."""
     m = re.fullmatch(r"(\d{1,9})\s*x?", text(value) or "", re.IGNORECASE)
     return int(m.group(1)) if m else None
+
+
+def whole(value: object, lo: int, hi: int) -> int | None:
+    """`value` when it is an int (not a bool) from `lo` to `hi`, else None: a driver reading of the
+    wrong type (a string, a float, NaN, an object) or out of range is unknown, never used."""
+    return value if type(value) is int and lo <= value <= hi else None
 
 
 MAX_GPU_BYTES = 16 * 1024**4

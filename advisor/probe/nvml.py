@@ -12,7 +12,7 @@ import dataclasses
 from collections import Counter
 from typing import Any
 
-from advisor.probe.common import bus_key, nvlink_word, p2p_word, text, topology_word
+from advisor.probe.common import MAX_GPU_BYTES, MAX_WATTS, bus_key, nvlink_word, p2p_word, text, topology_word, whole
 from advisor.probe.types import DetectedGpu, Detection, PcieLink
 
 # NVML return codes (nvml.h); compared by number so a fake module needs no exact class names.
@@ -55,6 +55,14 @@ class _GpuLost(Exception):
 class _NoFunction(Exception):
     value = _FUNCTION_NOT_FOUND
 
+
+MAX_GPUS = 64
+"""GPUs NVML may report (as for an nvidia-smi dump, smi_xml.MAX_GPUS): a larger count (2^64-1 from a
+broken binding) is not a machine, and is refused before any GPU is asked for."""
+MAX_PCIE_GEN, MAX_PCIE_WIDTH = 8, 32
+"""PCIe readings past generation 8 or 32 lanes (x32, the widest link the specification defines) are corrupt."""
+MAX_NVLINKS = 64
+"""NVLinks one GPU may report (NVML_NVLINK_MAX_LINKS is 18 on Hopper and Blackwell)."""
 
 TIMEOUT_S = 10.0
 """How long the whole NVML read may take. A wedged driver can block an NVML call for ever
@@ -134,6 +142,13 @@ class _Reader:
                 raise _GpuLost(str(e)) from e
             return None, e
 
+    def reading(self, who: str, what: str, value: Any, lo: int, hi: int) -> int | None:
+        """A numeric reading checked by type and range: unknown (None, with a warning) otherwise."""
+        out = whole(value, lo, hi)
+        if out is None and value is not None:
+            self.warnings.append(f"{who}: {what} reading {str(value)[:40]!r} is not plausible; left unknown")
+        return out
+
     def query(self, who: str, what: str, fn_name: str, *args: Any, unsupported: Any = None, **kwargs: Any) -> Any:
         """One optional query: its value, or None plus a warning. `unsupported` (when given) is
         returned silently for NotSupported, for queries where that is an answer (MIG on GeForce)."""
@@ -150,14 +165,19 @@ class _Reader:
 
     def read(self) -> Detection:
         driver = text(self.query("NVML", "driver version", "nvmlSystemGetDriverVersion"))
-        cuda_int = self.query("NVML", "CUDA driver version", "nvmlSystemGetCudaDriverVersion")
-        cuda = f"{cuda_int // 1000}.{(cuda_int % 1000) // 10}" if isinstance(cuda_int, int) and cuda_int > 0 else None
-        count, err = self.call("nvmlDeviceGetCount")
+        cuda_int = self.reading("NVML", "CUDA driver version",
+                                self.query("NVML", "CUDA driver version", "nvmlSystemGetCudaDriverVersion"), 1, 10**6)
+        cuda = f"{cuda_int // 1000}.{(cuda_int % 1000) // 10}" if cuda_int else None
+        raw_count, err = self.call("nvmlDeviceGetCount")
         if err is not None:
             return _unreadable(f"NVML could not count the GPUs ({err})")
+        count = whole(raw_count, 0, MAX_GPUS)
+        if count is None:
+            return _unreadable(f"NVML reported {str(raw_count)[:40]!r} GPUs, not a count of up to {MAX_GPUS} "
+                               "(a broken nvidia-ml-py or driver)")
         gpus: list[DetectedGpu] = []
         handles: list[Any] = []
-        for i in range(int(count)):
+        for i in range(count):
             gpu, handle = self.read_gpu(i)
             if gpu is not None:
                 gpus.append(gpu)
@@ -200,12 +220,13 @@ class _Reader:
             pci = self.query(who, "PCI bus id", "nvmlDeviceGetPciInfo", handle)
             f["pci_bus_id"] = text(getattr(pci, "busId", None)) or text(getattr(pci, "busIdLegacy", None))
             f.update(self.memory(who, handle))
-            cc = self.query(who, "compute capability", "nvmlDeviceGetCudaComputeCapability", handle)
-            f["compute_capability"] = f"{cc[0]}.{cc[1]}" if cc else None
-            mw = self.query(who, "power limit", "nvmlDeviceGetEnforcedPowerLimit", handle)
-            f["power_limit_w"] = round(mw / 1000, 2) if isinstance(mw, (int, float)) and mw > 0 else None
+            f["compute_capability"] = self.capability(who, handle)
+            mw = self.reading(who, "power limit", self.query(who, "power limit", "nvmlDeviceGetEnforcedPowerLimit",
+                                                             handle), 1, int(MAX_WATTS * 1000))
+            f["power_limit_w"] = round(mw / 1000, 2) if mw else None
             mig = self.query(who, "MIG mode", "nvmlDeviceGetMigMode", handle, unsupported=(0, 0))
-            f["mig"] = bool(mig[0]) if mig is not None else None
+            current = whole(mig[0], 0, 1) if isinstance(mig, (tuple, list)) and mig else None
+            f["mig"] = bool(current) if current is not None else None
             if f["mig"]:
                 f["mig_memory_bytes"] = self.mig_instances(handle)
             if not f.get("unified_memory"):  # PCIe readings mean nothing on a SoC (DGX Spark)
@@ -218,26 +239,41 @@ class _Reader:
             return DetectedGpu(index=i, name=name, lost=True, **f), None
         return DetectedGpu(index=i, name=name, **f), handle
 
+    def capability(self, who: str, handle: Any) -> str | None:
+        """`8.6` from the (major, minor) pair, each a small whole number; anything else unknown."""
+        cc = self.query(who, "compute capability", "nvmlDeviceGetCudaComputeCapability", handle)
+        pair = [whole(v, 0, 99) for v in cc] if isinstance(cc, (tuple, list)) and len(cc) == 2 else [None]
+        if None in pair:
+            if cc is not None:
+                self.warnings.append(f"{who}: compute capability reading {str(cc)[:40]!r} is not plausible; left unknown")
+            return None
+        return f"{pair[0]}.{pair[1]}"
+
     def mig_instances(self, handle: Any) -> tuple[int, ...]:
         """The memory of each MIG instance of a MIG-enabled GPU (empty slots are NotFound: skipped)."""
         slots, err = self.call("nvmlDeviceGetMaxMigDeviceCount", handle)
         out = []
-        for k in range(int(slots) if err is None and isinstance(slots, int) and 0 < slots <= 64 else 0):
+        for k in range((whole(slots, 0, 64) or 0) if err is None else 0):
             mig, err = self.call("nvmlDeviceGetMigDeviceHandleByIndex", handle, k)
             m, err = self.call("nvmlDeviceGetMemoryInfo", mig) if err is None else (None, err)
-            if err is None and getattr(m, "total", 0):
-                out.append(int(m.total))
+            total = whole(getattr(m, "total", None), 1, MAX_GPU_BYTES) if err is None else None
+            if total:
+                out.append(total)
         return tuple(out)
 
     def memory(self, who: str, handle: Any) -> dict[str, Any]:
-        """v2 (with `reserved`) where the binding and driver have it, else v1."""
+        """v2 (with `reserved`) where the binding and driver have it, else v1. Each size is a whole
+        number of bytes up to the total, the total at most MAX_GPU_BYTES; else unknown."""
         v2 = getattr(self.nvml, "nvmlMemory_v2", None)
         if v2 is not None:
             m, err = self.call("nvmlDeviceGetMemoryInfo", handle, version=v2)
-            if err is None and getattr(m, "total", 0):
-                return {"vram_bytes": m.total, "vram_reserved_bytes": m.reserved, "vram_free_bytes": m.free}
+            total = whole(getattr(m, "total", None), 1, MAX_GPU_BYTES) if err is None else None
+            if total:
+                return {"vram_bytes": total, "vram_reserved_bytes": whole(getattr(m, "reserved", None), 0, total),
+                        "vram_free_bytes": whole(getattr(m, "free", None), 0, total)}
         m, err = self.call("nvmlDeviceGetMemoryInfo", handle)
-        if (err is None and not m.total) or getattr(err, "value", None) == _NOT_SUPPORTED:
+        total = getattr(m, "total", None) if err is None else None
+        if (err is None and total == 0) or getattr(err, "value", None) == _NOT_SUPPORTED:
             self.warnings.append(
                 f"{who}: no dedicated memory reported (NVML memory query not supported); "
                 "treated as unified memory shared with system RAM"
@@ -246,18 +282,21 @@ class _Reader:
         if err is not None:
             self.warnings.append(f"{who}: memory unknown ({_WHY.get(getattr(err, 'value', None), err)})")
             return {}
-        return {"vram_bytes": m.total, "vram_free_bytes": m.free}
+        total = self.reading(who, "memory", total, 1, MAX_GPU_BYTES)
+        return {"vram_bytes": total, "vram_free_bytes": whole(getattr(m, "free", None), 0, total)} if total else {}
 
     def pcie(self, who: str, handle: Any) -> PcieLink | None:
         """Capability (card, card-in-slot) and the current link. The current generation drops at idle,
         so it is recorded, never judged here."""
-        q = self.query
+        def q(what: str, fn_name: str, hi: int) -> int | None:
+            return self.reading(who, what, self.query(who, what, fn_name, handle), 1, hi)
+
         link = PcieLink(
-            gen_max=q(who, "PCIe max generation", "nvmlDeviceGetMaxPcieLinkGeneration", handle),
-            width_max=q(who, "PCIe max width", "nvmlDeviceGetMaxPcieLinkWidth", handle),
-            gen_card_max=q(who, "PCIe card max generation", "nvmlDeviceGetGpuMaxPcieLinkGeneration", handle),
-            gen_current=q(who, "PCIe current generation", "nvmlDeviceGetCurrPcieLinkGeneration", handle),
-            width_current=q(who, "PCIe current width", "nvmlDeviceGetCurrPcieLinkWidth", handle),
+            gen_max=q("PCIe max generation", "nvmlDeviceGetMaxPcieLinkGeneration", MAX_PCIE_GEN),
+            width_max=q("PCIe max width", "nvmlDeviceGetMaxPcieLinkWidth", MAX_PCIE_WIDTH),
+            gen_card_max=q("PCIe card max generation", "nvmlDeviceGetGpuMaxPcieLinkGeneration", MAX_PCIE_GEN),
+            gen_current=q("PCIe current generation", "nvmlDeviceGetCurrPcieLinkGeneration", MAX_PCIE_GEN),
+            width_current=q("PCIe current width", "nvmlDeviceGetCurrPcieLinkWidth", MAX_PCIE_WIDTH),
         )
         return link if any(v is not None for v in dataclasses.astuple(link)) else None
 
@@ -317,9 +356,14 @@ class _Reader:
         """The GPU's real NVLink count (field 91); else the binding's upper bound, whose extra indices
         answer INVALID_ARGUMENT and are skipped."""
         values, err = self.call("nvmlDeviceGetFieldValues", handle, [_FI_DEV_NVLINK_LINK_COUNT])
-        if err is None and values and getattr(values[0], "nvmlReturn", 1) == 0:
-            return int(values[0].value.uiVal)
-        return int(getattr(self.nvml, "NVML_NVLINK_MAX_LINKS", 18))
+        try:
+            if err is None and values and getattr(values[0], "nvmlReturn", 1) == 0:
+                count = whole(values[0].value.uiVal, 0, MAX_NVLINKS)
+                if count is not None:
+                    return count
+        except (AttributeError, TypeError, IndexError, KeyError):  # not the shape NVML gives
+            pass
+        return whole(getattr(self.nvml, "NVML_NVLINK_MAX_LINKS", 18), 0, MAX_NVLINKS) or 0
 
     def topology(self, gpus: list[DetectedGpu], handles: list[Any], links: list[list[int]]) -> tuple[tuple[str, ...], ...] | None:
         n = len(gpus)

@@ -271,29 +271,25 @@ def rig_toml(rig: Rig, name: str = "") -> str:
 RIG_FILE_MARK = "# advisor rig file"
 
 
-def save_rig(catalog: Catalog, path: Path, rig: Rig, name: str = "", source: Path | None = None) -> None:
-    """Write `rig` as a rig file, atomically. Refused: overwriting `source` (the file it was read
-    from), overwriting a file that is not a rig file, and a rig this reader would not read back."""
+def save_rig(catalog: Catalog, path: Path, rig: Rig, name: str = "", source: Path | None = None,
+             force: bool = False) -> None:
+    """Write `rig` as a rig file, atomically, keeping the permissions of the file it replaces.
+    Refused: overwriting `source` (the file it was read from), a rig this reader would not read
+    back, and, unless `force`, a symbolic link, a read-only file or a file this advisor did not
+    write (its first line is not RIG_FILE_MARK: a hand-written rig file is the user's)."""
     import os
 
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on Python 3.10 only
         import tomli as tomllib
-    from advisor.files import write_atomic
+    from advisor.files import check_overwrite, write_atomic
 
     where = one_line(str(path), 300)
-    if os.path.lexists(path):
-        if source is not None and os.path.exists(source) and os.path.samefile(path, source):
-            raise AdvisorError(f"--save {where}: that is the --from input; not overwriting it", "save to another file")
-        try:
-            rig_from_data(catalog, read_toml(Path(path)), where)  # a rig file reads as one
-            is_rig = True
-        except AdvisorError:
-            is_rig = False
-        if not is_rig:
-            raise AdvisorError(f"--save {where}: the file exists and is not a rig file; not overwriting it",
-                               "save to a new file, or remove that one first")
+    if source is not None and os.path.exists(path) and os.path.exists(source) and os.path.samefile(path, source):
+        raise AdvisorError(f"--save {where}: that is the --from input; not overwriting it", "save to another file")
+    check_overwrite(path, "--save", lambda head: head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(RIG_FILE_MARK.encode()),
+                    force)
     text = rig_toml(rig, name=name)
     try:
         rig_from_data(catalog, tomllib.loads(text), where)

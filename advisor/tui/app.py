@@ -31,7 +31,7 @@ from advisor.probe.types import Detection
 from advisor.report.document import render
 from advisor.report.fit import fit_doc
 from advisor.tui.commands import AdvisorCommands
-from advisor.tui.export import ConfirmOverwrite, as_text, free_name, write_atomic
+from advisor.tui.export import ConfirmOverwrite, as_text, free_name, taken, write_atomic
 from advisor.tui.screens.help import HelpScreen
 from advisor.tui.screens.pickers import ModelScreen, RigScreen, preset_rig
 from advisor.tui.widgets.answer import Answer
@@ -310,7 +310,7 @@ class MainScreen(Screen[None]):
             return
         stem, text = content
         path = Path.cwd() / f"{stem}.{fmt}"
-        if not path.exists():
+        if not taken(path):
             self._write(path, text)
             return
 

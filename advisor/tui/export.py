@@ -1,14 +1,13 @@
 """Writing what a tab shows to a file: Markdown or JSON, atomically, never over a file unasked.
 
 `free_name` finds the next unused name (`advisor-fit.md`, `advisor-fit-2.md`, ...); the screen asks
-before it writes over an existing file (`ConfirmOverwrite`).
+before it writes over anything already there (`taken`: a dangling symlink too), with `ConfirmOverwrite`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from textual.app import ComposeResult
@@ -22,26 +21,28 @@ def as_text(fmt: str, markdown: str, data: object) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n" if fmt == "json" else markdown.rstrip("\n") + "\n"
 
 
+def taken(path: Path) -> bool:
+    """Something is at `path`: a file, a folder, or a symbolic link, even one whose target is gone
+    (`Path.exists` follows the link and says no; writing would then replace the link unasked)."""
+    return os.path.lexists(path)
+
+
 def free_name(path: Path) -> Path:
     """`path` if nothing is there, else the first `stem-N.suffix` that is free."""
     n = 2
     out = path
-    while out.exists():
+    while taken(out):
         out = path.with_name(f"{path.stem}-{n}{path.suffix}")
         n += 1
     return out
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, then rename it over: a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write to a temporary file beside `path`, then rename it over: a reader never sees half a file,
+    and a file replaced keeps its permissions (advisor.files.replace_file; OSError on failure)."""
+    from advisor.files import replace_file
+
+    replace_file(path, text.encode("utf-8"))
 
 
 class ConfirmOverwrite(ModalScreen[str | None]):

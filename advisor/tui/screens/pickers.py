@@ -19,7 +19,7 @@ from advisor.errors import AdvisorError
 from advisor.probe.build import build_rig
 from advisor.probe.rigfile import rig_toml
 from advisor.report.text import gib
-from advisor.tui.export import ConfirmOverwrite, free_name, write_atomic
+from advisor.tui.export import ConfirmOverwrite, free_name, taken, write_atomic
 from advisor.tui.rigedit import RAM_PRESETS, edit_rig
 from advisor.tui.widgets.field import Field, Tick
 from advisor.tui.widgets.picker import FuzzyPicker
@@ -183,7 +183,7 @@ class RigScreen(ModalScreen[Rig | None]):
             self._error("")
             self.notify(f"Wrote {target}: advisor --rig {target} opens it", title="Rig saved")
 
-        if path.exists():
+        if taken(path):
             self.app.push_screen(ConfirmOverwrite(path), write)
         else:
             write()
