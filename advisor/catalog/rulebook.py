@@ -270,7 +270,25 @@ class NetworkRules(Record):
     gb_s: dict[str, float]
     """Bandwidth per direction of links between machines, GB/s."""
     latency_us: dict[str, float]
-    """Their latency, microseconds."""
+    """One small message's one-way latency across them, microseconds (TCP, or verbs on an RDMA network)."""
+    rdma: tuple[str, ...] = ()
+    """The networks whose messages go by RDMA (InfiniBand, RoCE, RDMA over Thunderbolt 5)."""
+    label: dict[str, str] = field(default_factory=dict)
+    """Each network in words."""
+
+
+@record
+class ProtocolRules(Record):
+    """How a distributed runtime's machines talk (rules/interconnect.toml [protocol.ID])."""
+
+    __pydantic_config__ = _STRICT
+    hop_messages: float
+    """One-way messages in series per pipeline-stage boundary that crosses machines, per step."""
+    allreduce_messages_per_peer: float
+    """One-way messages in series per all-reduce, per further machine (a ring: 2 per peer)."""
+    prefill_overlap: bool
+    """Prompt micro-batches overlap across machines' pipeline stages."""
+    basis: str = ""
 
 
 @record
@@ -314,6 +332,8 @@ class InterconnectRules(Record):
     row_split: RowSplitRules
     nvlink: NvlinkRules
     network: NetworkRules
+    protocol: dict[str, ProtocolRules]
+    """Per protocol (rules/runtimes.toml multinode.protocol): messages per hop and per all-reduce."""
     verdict: VerdictRules
     training: TrainingRules
     sm_tensor: SmTensorScore
