@@ -84,16 +84,18 @@ def prefill_overlaps(sc: Scenario) -> bool:
     return proto is None or proto.prefill_overlap
 
 
-def network_bytes_at_load(sc: Scenario, placement) -> int:
+def network_bytes_at_load(rig: Rig, runtime, placement) -> int:
     """Weights the first machine sends the others at load (llama.cpp RPC: every remote GPU's share); 0 where
     each machine reads its own copy."""
-    if not spans_machines(sc.rig) or not sc.runtime.multinode.weights_over_network:
+    if not spans_machines(rig) or not runtime.multinode.weights_over_network:
         return 0
-    head = sc.rig.node_ids[0]
-    return sum(d.weights_bytes for i, d in enumerate(placement.devices) if sc.rig.gpus[i].node != head)
+    head = rig.node_ids[0]
+    return sum(d.weights_bytes for i, d in enumerate(placement.devices) if i < len(rig.gpus) and rig.gpus[i].node != head)
 
 
-def load_seconds(sc: Scenario, placement) -> float:
-    """At least this long to send the remote machines their weights at load (the network's line rate)."""
-    sent = network_bytes_at_load(sc, placement)
-    return sent / (network_of(sc).gb_s * 1e9) if sent else 0.0
+def load_seconds(rig: Rig, runtime, placement, rules) -> float:
+    """At least this long to send the other machines their weights at load: the bytes at the network's line
+    rate (rules/interconnect.toml [network] gb_s), which no TCP stream exceeds."""
+    sent = network_bytes_at_load(rig, runtime, placement)
+    net = rig.network or "1gbe"
+    return sent / (float(rules.interconnect.network.gb_s[net]) * 1e9) if sent else 0.0
