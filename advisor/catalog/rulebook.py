@@ -53,6 +53,8 @@ class UnifiedRules(Record):
     __pydantic_config__ = _STRICT
     os_reserve_gib: dict[str, float]
     """Per unified-memory machine id: memory the firmware keeps from the GPU, GiB."""
+    os_reserve_gib_linux: dict[str, float] = field(default_factory=dict)
+    """The same under Linux, where the GTT limit (not the firmware's carve-out) decides, GiB."""
 
 
 @record
