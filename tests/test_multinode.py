@@ -209,3 +209,25 @@ def test_runtimes_that_load_their_own_copy_say_to_put_the_model_on_every_machine
     r = _answer(catalog, _rig(catalog), quant="awq", runtime="vllm")
     f = next(f for f in r.findings if f.code == "NET001")
     assert f.severity == "info" and "every machine" in f.message
+
+
+# --- plan: a second machine against a bigger GPU ------------------------------------------------------
+
+def test_plan_weighs_a_second_machine_against_a_bigger_gpu(catalog):
+    from advisor.engine.plan import make_plan
+
+    plan = make_plan(catalog, catalog.models["llama-3.1-70b"], Options(quant=None, ctx=8192), min_tps=10,
+                     have=[(1, "rtx-3090")], top=40)
+    second = [o for o in plan.options if o.platform == "2 machines"]
+    bigger = [o for o in plan.options if o.platform != "2 machines" and o.new_gpus]
+    assert second and bigger
+    assert second[0].gpus == ((2, "rtx-3090"),) and second[0].new_gpus == ((1, "rtx-3090"),)
+    assert "10 Gb Ethernet" in second[0].why and any("not priced" in b for b in second[0].price_basis)
+
+
+def test_two_dgx_sparks_are_joined_by_their_own_200g_port(catalog):
+    from advisor.engine.plan import make_plan
+
+    plan = make_plan(catalog, catalog.models["glm-4.6"], Options(quant="Q4_K_M", ctx=8192), top=60)
+    spark = next(o for o in plan.options if o.platform == "2 machines" and o.gpus == ((2, "dgx-spark"),))
+    assert "ConnectX-7" in spark.why and spark.price_usd == 2 * catalog.gpus["dgx-spark"].price.usd

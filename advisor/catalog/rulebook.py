@@ -389,6 +389,12 @@ class PlanRules(Record):
     """GPU ids for which an NVLink bridge is still sold at `nvlink_bridge_usd`."""
     platform: dict[str, PlatformRules] = field(default_factory=dict)
     """Where PCIe cards go: desktop, workstation, server."""
+    second_machine_network: str = ""
+    """The network a plan joins two machines with (rules/interconnect.toml [network]); empty: no two-machine
+    options."""
+    builtin_network: dict[str, str] = field(default_factory=dict)
+    """Per unified machine id: the network its own port gives two of them (DGX Spark: ConnectX-7)."""
+    second_machine_basis: str = ""
 
 
 # --- rules/quality.toml -------------------------------------------------------------------------
