@@ -114,11 +114,21 @@ def test_layer_split_across_machines_is_fine(catalog, tmp_path):
     assert any(f.code == "NVL005" and f.severity == "info" for f in r.findings)
 
 
-def test_tensor_parallel_across_machines_is_warned_against(catalog, tmp_path):
+def test_vllm_keeps_tensor_parallel_inside_each_machine_by_default(catalog, tmp_path):
+    """vLLM's docs: tensor_parallel_size = GPUs per node, pipeline_parallel_size = nodes (was TP over all four)."""
     from advisor.probe.rigfile import load_rig
 
     rig = load_rig(catalog, _two_boxes(tmp_path))
     r = evaluate(catalog, rig, catalog.models["qwen2.5-72b"], Options(quant="awq", runtime="vllm"))
+    assert r.placement.tp_size == 2 and r.interconnect.link_time_share < 0.2
+    assert "--tensor-parallel-size 2 --pipeline-parallel-size 2" in r.launch.command
+
+
+def test_tensor_parallel_across_machines_is_warned_against(catalog, tmp_path):
+    from advisor.probe.rigfile import load_rig
+
+    rig = load_rig(catalog, _two_boxes(tmp_path))
+    r = evaluate(catalog, rig, catalog.models["qwen2.5-72b"], Options(quant="awq", runtime="vllm", tensor_parallel=4))
     assert r.placement.strategy == "tensor_parallel" and r.interconnect.link_time_share > 0.2
     assert any(f.code == "NVL005" and f.severity == "warning" and "pipeline" in f.message for f in r.findings)
 

@@ -89,9 +89,10 @@ def test_ollama_is_llama_cpp_plus_what_differs(catalog):
     # vision_terms: Ollama takes a model's projector from its own manifest, not llama-server's --mmproj
     # row_split: Ollama splits by layer only, so it has no -sm row either
     # offloads_experts: a MoE model that does not fit goes to RAM by whole layers (ollama/ollama PR #16688)
+    # multinode: Ollama has no RPC back-end, so it runs on one machine
     assert differs == {"id", "name", "like", "context_mib", "context_basis", "compute_basis",
                        "supports_tensor_parallel", "row_split", "notes", "vision_terms", "offloads_experts",
-                       "offload_basis"}
+                       "offload_basis", "multinode"}
 
 
 def test_no_engine_module_branches_on_a_runtime_name():

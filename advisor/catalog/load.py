@@ -20,6 +20,7 @@ from advisor.catalog.types import (
     Catalog,
     GpuSpec,
     ModelSpec,
+    MultiNode,
     NvlinkSpec,
     PresetRig,
     Price,
@@ -46,7 +47,7 @@ KINDS: dict[str, type] = {
     "runtime": RuntimeSpec,
     "preset": PresetRig,
 }
-_NESTED: dict[str, type] = {"nvlink": NvlinkSpec, "price": Price, "recurrent": RecurrentSpec}
+_NESTED: dict[str, type] = {"nvlink": NvlinkSpec, "price": Price, "recurrent": RecurrentSpec, "multinode": MultiNode}
 _PLURAL = {"gpu": "gpus", "model": "models", "quant": "quants", "runtime": "runtimes", "preset": "presets"}
 
 
@@ -138,7 +139,7 @@ def _build(cls: type, data: dict[str, Any]) -> Any:
             continue
         value = data[f.name]
         if f.name in _NESTED and isinstance(value, dict):
-            value = _NESTED[f.name](**value)
+            value = _build(_NESTED[f.name], value)
         elif isinstance(value, list):
             value = tuple(value)
         kwargs[f.name] = value
@@ -467,7 +468,10 @@ def _cross_check(tables: dict[str, dict[str, Any]]) -> list[str]:
         for name, value, allowed in (("compute_buffers", rt.compute_buffers, ("ggml_graph", "activation_peak")),
                                      ("tensor_split", rt.tensor_split, ("heads", "rows", "channels", "meta")),
                                      ("default_split", rt.default_split, ("layer", "tensor")),
-                                     ("family", rt.family, ("ggml", "paged", "exllama", "torch"))):
+                                     ("family", rt.family, ("ggml", "paged", "exllama", "torch")),
+                                     ("multinode.split", rt.multinode.split,
+                                      ("none", "layer", "tp_in_node", "tensor", "pipeline")),
+                                     ("multinode.order", rt.multinode.order, ("any", "workers_first", "head_first"))):
             if value not in allowed:
                 problems.append(f"[[runtime]] id={ident!r}: {name} = {value!r} (use one of: {', '.join(allowed)})")
     for ident, preset in tables["preset"].items():

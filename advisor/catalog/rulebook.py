@@ -53,6 +53,8 @@ class UnifiedRules(Record):
     __pydantic_config__ = _STRICT
     os_reserve_gib: dict[str, float]
     """Per unified-memory machine id: memory the firmware keeps from the GPU, GiB."""
+    os_reserve_gib_linux: dict[str, float] = field(default_factory=dict)
+    """The same under Linux, where the GTT limit (not the firmware's carve-out) decides, GiB."""
 
 
 @record
@@ -270,7 +272,25 @@ class NetworkRules(Record):
     gb_s: dict[str, float]
     """Bandwidth per direction of links between machines, GB/s."""
     latency_us: dict[str, float]
-    """Their latency, microseconds."""
+    """One small message's one-way latency across them, microseconds (TCP, or verbs on an RDMA network)."""
+    rdma: tuple[str, ...] = ()
+    """The networks whose messages go by RDMA (InfiniBand, RoCE, RDMA over Thunderbolt 5)."""
+    label: dict[str, str] = field(default_factory=dict)
+    """Each network in words."""
+
+
+@record
+class ProtocolRules(Record):
+    """How a distributed runtime's machines talk (rules/interconnect.toml [protocol.ID])."""
+
+    __pydantic_config__ = _STRICT
+    hop_messages: float
+    """One-way messages in series per pipeline-stage boundary that crosses machines, per step."""
+    allreduce_messages_per_peer: float
+    """One-way messages in series per all-reduce, per further machine (a ring: 2 per peer)."""
+    prefill_overlap: bool
+    """Prompt micro-batches overlap across machines' pipeline stages."""
+    basis: str = ""
 
 
 @record
@@ -314,6 +334,8 @@ class InterconnectRules(Record):
     row_split: RowSplitRules
     nvlink: NvlinkRules
     network: NetworkRules
+    protocol: dict[str, ProtocolRules]
+    """Per protocol (rules/runtimes.toml multinode.protocol): messages per hop and per all-reduce."""
     verdict: VerdictRules
     training: TrainingRules
     sm_tensor: SmTensorScore
@@ -367,6 +389,12 @@ class PlanRules(Record):
     """GPU ids for which an NVLink bridge is still sold at `nvlink_bridge_usd`."""
     platform: dict[str, PlatformRules] = field(default_factory=dict)
     """Where PCIe cards go: desktop, workstation, server."""
+    second_machine_network: str = ""
+    """The network a plan joins two machines with (rules/interconnect.toml [network]); empty: no two-machine
+    options."""
+    builtin_network: dict[str, str] = field(default_factory=dict)
+    """Per unified machine id: the network its own port gives two of them (DGX Spark: ConnectX-7)."""
+    second_machine_basis: str = ""
 
 
 # --- rules/quality.toml -------------------------------------------------------------------------

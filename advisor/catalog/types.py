@@ -347,6 +347,44 @@ class QuantSpec(Record):
 
 
 @record
+class MultiNode(Record):
+    """How a runtime runs one model on GPUs in several machines (rules/runtimes.toml `[runtime.multinode]`).
+
+    Commands are templates: `{command}` is the answer's own command line, `{port}` the runtime's port,
+    `{head}` the first machine's address, `{workers}` the other machines as `host:port,...`, `{rank}` a
+    machine's place (0 first), `{nodes}` how many there are, `{model}` the model as the command names it."""
+
+    __pydantic_config__ = _STRICT
+
+    split: str = "none"
+    """What it does across machines by default: `none` (it runs on one machine only), `layer` (whole layers
+    per machine, llama.cpp RPC), `tp_in_node` (tensor parallel over each machine's GPUs, pipeline stages across
+    machines: vLLM with Ray), `tensor` (tensor parallel over every GPU of every machine: SGLang's multi-node
+    example) or `pipeline` (one pipeline stage per machine: exo's default)."""
+    tensor: bool = False
+    """`--split tensor` runs tensor parallel across machines (exo's Tensor sharding)."""
+    protocol: str = ""
+    """How machines talk: a rules/interconnect.toml [protocol] key (messages per hop and per all-reduce)."""
+    port: int = 0
+    """The port the bring-up commands use."""
+    head: tuple[str, ...] = ()
+    """Commands on the first machine, in order."""
+    worker: tuple[str, ...] = ()
+    """Commands on every other machine, in order."""
+    order: str = "any"
+    """`workers_first`, `head_first` (the head's first command, then the workers, then the rest) or `any`."""
+    weights_over_network: bool = False
+    """The first machine sends every other machine its weights at load (llama.cpp RPC); False: each machine
+    reads its own copy of the model."""
+    sharding: dict[str, str] = field(default_factory=dict)
+    """`{sharding}` in a command: its word for a `layer` and a `tensor` split across machines (exo: Pipeline, Tensor)."""
+    transport: dict[str, str] = field(default_factory=dict)
+    """`{transport}` in a command: its word for a `tcp` and an `rdma` network (exo: MlxRing, MlxJaccl)."""
+    basis: str = ""
+    """The engine's documentation this follows."""
+
+
+@record
 class RuntimeSpec(Record):
     """An inference runtime and what it costs in memory beyond weights and KV cache."""
 
@@ -557,6 +595,8 @@ class RuntimeSpec(Record):
     max_gpus: int = 0
     """Most GPUs one instance of it uses as the advisor models it (0: any number)."""
     hardware_basis: str = ""
+    multinode: MultiNode = field(default_factory=MultiNode)
+    """How it runs across machines (split `none`: on one machine only)."""
     """Where `min_compute_capability` comes from."""
     quant_min_cc: dict[str, float] = field(default_factory=dict)
     """Lowest NVIDIA compute capability its kernels need for each quantization id it loads."""

@@ -36,6 +36,8 @@ def runtime_runs_here(runtime: RuntimeSpec, rig: Rig) -> bool:
     low = _lowest_cc(rig)
     if runtime.max_gpus and len(rig.gpus) > runtime.max_gpus:
         return False
+    if rig.nodes > 1 and runtime.multinode.split == "none":  # one machine only (rules/runtimes.toml multinode)
+        return False
     if _missing_backends(runtime, rig) or _missing_targets(runtime, rig):
         return False
     return not (low and runtime.min_compute_capability and low[0] < runtime.min_compute_capability)
@@ -129,6 +131,9 @@ def refusal(catalog: Catalog, runtime: RuntimeSpec, rig: Rig, model: ModelSpec, 
         return (f"{runtime.name} runs on {runtime.max_gpus} GPU{'s' if runtime.max_gpus > 1 else ''} as the advisor "
                 f"models it and this rig has {len(rig.gpus)} ({runtime.hardware_basis}); describe one GPU with --gpu, "
                 f"or " + instead("use --runtime "))
+    if rig.nodes > 1 and runtime.multinode.split == "none":
+        return (f"{runtime.name} runs on one machine and this rig's GPUs sit in {rig.nodes} machines; "
+                + instead("across machines use --runtime "))
     if low and runtime.min_compute_capability and low[0] < runtime.min_compute_capability:
         return (f"{runtime.name} needs CUDA compute capability {runtime.min_compute_capability:g} or higher and "
                 f"{low[1]} has {low[0]:g} ({runtime.hardware_basis}); " + instead("on this GPU use --runtime "))

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 from advisor.record import Record, record
 from advisor.catalog.types import GIB, Catalog
+from advisor.engine.multinode import load_seconds, network_bytes_at_load
 from advisor.engine.result import Finding, Report
 
 Said = "tuple[str, str]"
@@ -455,9 +456,14 @@ def nvl005_across_machines(r: Report, c: Catalog) -> Iterator[Said]:
     per boundary and is fine; tensor parallel crosses it twice per layer and is the case to avoid."""
     if r.rig.nodes < 2 or not r.runs:
         return
-    net = r.rig.network or "the network"
+    net = c.rules.interconnect.network.label.get(r.rig.network, r.rig.network or "the network")
     share = r.interconnect.link_time_share
-    if r.placement.strategy == "tensor_parallel":
+    if r.placement.tp_size > 1:
+        yield ("info",
+               f"tensor parallel over the {r.placement.tp_size} GPUs inside each machine and one pipeline stage per "
+               f"machine, as {r.runtime.name}'s docs advise: {net} carries one hidden state per token between "
+               f"machines, {share:.1%} of the time with the GPU links.")
+    elif r.placement.strategy == "tensor_parallel":
         yield ("warning",
                       f"tensor parallel across {r.rig.nodes} machines spends {share:.0%} of its time on {net}; split by "
                       f"layer across machines instead and keep tensor parallel inside each (vLLM: "
@@ -467,6 +473,26 @@ def nvl005_across_machines(r: Report, c: Catalog) -> Iterator[Said]:
                       f"the layer split crosses {net} between {r.rig.nodes} machines: {share:.1%} of the time; "
                       f"a faster network would change little (llama.cpp --rpc, vLLM pipeline parallel with Ray, "
                       f"exo for Macs all split this way).")
+
+
+@rule("NET001")
+def net001_load_over_network(r: Report, c: Catalog) -> Iterator[Said]:
+    """GPUs in several machines: how the weights reach them. llama.cpp RPC sends every remote GPU its share over
+    the network at each start (tools/rpc/README.md; `rpc-server -c` keeps a copy for the next start); at the
+    network's line rate that is the least it takes. Runtimes whose machines read their own copy need it on each."""
+    if r.rig.nodes < 2 or not r.runs or r.runtime.multinode.split == "none":
+        return
+    sent = network_bytes_at_load(r.rig, r.runtime, r.placement)
+    if sent:
+        seconds = load_seconds(r.rig, r.runtime, r.placement, c.rules)
+        net = c.rules.interconnect.network.label.get(r.rig.network, r.rig.network)
+        took = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+        yield ("warning", f"loading sends {gib(sent)} of weights to the other machines over {net}: at least {took} "
+                          f"at its line rate, at every start; rpc-server -c keeps them on each machine's disk, so "
+                          f"only the first start waits (the README of llama.cpp's tools/rpc).")
+    else:
+        yield ("info", f"each of the {r.rig.nodes} machines loads its own share from its own disk: put the model "
+                       f"on every machine, at the same path, before the first start.")
 
 
 @rule("TRN001")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from advisor.record import Record, record
 from advisor.catalog.rulebook import Rulebook
 from advisor.catalog.types import ModelSpec
+from advisor.engine.multinode import allreduce_s, hop_s, network_of
 from advisor.engine.placement import Placement
 from advisor.engine.rig import Rig
 from advisor.engine.scenario import Scenario
@@ -39,7 +40,7 @@ def gpu_link(rig: Rig, a: int, b: int, rules: Rulebook, mode: str = "as_is") -> 
     if ga.node != gb.node:  # different machines: the network, whatever the GPUs have inside a box
         net = rig.network or "1gbe"
         return Link("network", float(ic.network.gb_s[net]), float(ic.network.latency_us[net]),
-                    f"the network between machines ({net})")
+                    f"the network between machines ({ic.network.label.get(net, net)})")
     if mode == "nvlink" or (mode == "as_is" and rig.nvlinked(a, b)):
         nv = [g.spec.nvlink.gb_s for g in (ga, gb) if g.spec.nvlink] or [112.5]
         bw = min(nv) / 2 * float(ic.nvlink.efficiency)
@@ -86,6 +87,8 @@ def link_times(sc: Scenario, placement: Placement, prompt_tokens: int, streams: 
     assert link is not None
     ic = rules.interconnect
     h = model.hidden_size
+    if len({rig.gpus[i].node for i in used}) > 1 and placement.split_kind != "rows":
+        return _across_machines(sc, placement, prompt_tokens, streams, used, mode)
     if placement.strategy == "tensor_parallel" and placement.split_kind == "rows":
         return _row_split_times(sc, placement, prompt_tokens, streams, used, link)
     if placement.strategy == "tensor_parallel":
@@ -102,6 +105,53 @@ def link_times(sc: Scenario, placement: Placement, prompt_tokens: int, streams: 
             float(ic.pcie.copy_latency_us["p2p" if link.kind in ("nvlink", "pcie_p2p") else "host_staged"])
         decode = boundaries * (copy * 1e-6 + h * 4 * streams / (link.gb_s * 1e9))
         prefill = boundaries * (copy * 1e-6 + h * 4 * prompt_tokens / (link.gb_s * 1e9))
+    return LinkTimes(decode, prefill, link)
+
+
+def _groups(placement: Placement, used: list[int]) -> list[list[int]]:
+    """The GPUs that share each layer, stage by stage: all of them under tensor parallel, `tp_size` at a time
+    in a staged (TP x PP) placement, one at a time in a layer split."""
+    size = len(used) if placement.strategy == "tensor_parallel" else max(placement.tp_size, 1)
+    return [used[k:k + size] for k in range(0, len(used), size)]
+
+
+def _across_machines(sc: Scenario, placement: Placement, prompt_tokens: int, streams: int, used: list[int],
+                     mode: str) -> LinkTimes:
+    """GPUs in several machines: each stage's all-reduces over its own link (the network when its GPUs sit in
+    several machines: the runtime's protocol's messages in series at the network's latency, advisor.engine.
+    multinode), and each boundary between stages over the link between them (the network's hop when it crosses
+    machines). Layers are counted per stage, in proportion to the layers each stage holds."""
+    rig, model, runtime, rules = sc.rig, sc.model, sc.runtime, sc.rules
+    net = network_of(sc)
+    groups = _groups(placement, used)
+    layers = [max(placement.devices[g[0]].layers, 0) for g in groups]
+    total_layers = sum(layers) or model.layers
+    act = runtime.tp_activation_bytes
+    h = model.hidden_size
+    decode = prefill = 0.0
+    for group, n_layers in zip(groups, layers):
+        if len(group) < 2:
+            continue
+        count = 2 * model.layers * (n_layers / total_layers)
+        machines = len({rig.gpus[i].node for i in group})
+        if machines > 1:
+            decode += count * allreduce_s(net, machines, h * act * streams)
+            prefill += count * allreduce_s(net, machines, h * act * prompt_tokens)
+            continue
+        local = slowest_link(rig, group, rules, mode)
+        ring = 2 * (len(group) - 1) / len(group)
+        decode += count * (local.latency_us * 1e-6 + ring * h * act * streams / (local.gb_s * 1e9))
+        prefill += count * (local.latency_us * 1e-6 + ring * h * act * prompt_tokens / (local.gb_s * 1e9))
+    copy_us = float(rules.interconnect.pcie.copy_latency_us["p2p"])
+    for a, b in zip(groups, groups[1:]):
+        if rig.gpus[a[-1]].node != rig.gpus[b[0]].node:
+            decode += hop_s(net, h * act * streams)
+            prefill += hop_s(net, h * act * prompt_tokens)
+        else:
+            local = gpu_link(rig, a[-1], b[0], rules, mode)
+            decode += copy_us * 1e-6 + h * act * streams / (local.gb_s * 1e9)
+            prefill += copy_us * 1e-6 + h * act * prompt_tokens / (local.gb_s * 1e9)
+    link = Link("network", net.gb_s, net.latency_us, f"the network between machines ({net.label})")
     return LinkTimes(decode, prefill, link)
 
 
@@ -157,4 +207,12 @@ def _row_split_times(sc: Scenario, placement: Placement, prompt_tokens: int, str
     peer_pp = peer and ub <= rs.peer_max_batch  # above it peer access is off: the copies go through the host
     prefill = mats * n_ub * sync_s(peer_pp, -(-ub // rs.col_stride)) \
         + per_token * prompt_tokens / ((link.gb_s if peer_pp else main_gb_s) * 1e9)
+    if link.kind == "network":  # GPUs in other machines (llama.cpp RPC): every split multiply crosses the network
+        net = network_of(sc)
+        remote = sum(1 for i in used if rig.gpus[i].node != rig.gpus[used[0]].node)
+        per_matrix = remote * hop_s(net, 0.0)  # the protocol's messages to and from each remote GPU, in series
+        decode = mats * (sync_s(False, -(-streams // rs.col_stride)) + per_matrix) \
+            + per_token * streams / (net.gb_s * 1e9)
+        prefill = mats * n_ub * (sync_s(False, -(-ub // rs.col_stride)) + per_matrix) \
+            + per_token * prompt_tokens / (net.gb_s * 1e9)
     return LinkTimes(decode, prefill, link)

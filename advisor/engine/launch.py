@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import replace
 from functools import cache
 
 from advisor.record import Record, record
@@ -39,6 +40,23 @@ class Launch(Record):
     """The Modelfile text, for launchers that use one."""
     note: str = ""
     """Why there is no command (empty `command`): what to do instead."""
+    nodes: tuple[NodeLaunch, ...] = ()
+    """GPUs in several machines: what to run on each, the first machine (where `command` runs) first."""
+    order: str = ""
+    """Which machine starts first (rules/runtimes.toml multinode.order; `launch_steps` puts the commands in it)."""
+
+
+@record
+class NodeLaunch(Record):
+    """The commands one machine of a multi-machine answer runs, in order."""
+
+    node: int
+    """The rig's `node` number."""
+    host: str
+    """Its address or name (a NODEn_IP placeholder where the rig file gives none)."""
+    role: str
+    """`head` (the machine the model is served from) or `worker`."""
+    commands: tuple[str, ...]
 
 
 @record
@@ -676,8 +694,10 @@ def launch_for(sc, placement, placer, local=None) -> Launch | None:
     model_ref = model_file if local is not None else None
     hf_gguf = (local.hf_repo, local.hf_file) if local is not None else None
     ids = launchers_for(rules, rt.id)
-    if not ids or not placement.runs:
+    if not placement.runs:
         return None
+    if not ids:
+        return across_machines(sc, None) if sc.rig.nodes > 1 else None
     values = settings_for(sc, placement, placer, model_file)
     model, quant = placer.model, placer.quant
     values.update(serving_settings(placer, options, ctx, model_ref=model_ref or model_reference(model, quant)))
@@ -712,7 +732,54 @@ def launch_for(sc, placement, placer, local=None) -> Launch | None:
                                                if hf_gguf and hf_gguf[0] else "the model's GGUF file")
         return Launch(rt.id, ids[0], "", note=f"a Modelfile's FROM takes a GGUF file on this machine or an Ollama "
                                                f"model name: download {where} and name its path in FROM")
-    return render(rules, ids[0], values)
+    return across_machines(sc, render(rules, ids[0], values))
+
+
+def launch_steps(launch: Launch) -> list[tuple[NodeLaunch, str]]:
+    """Every machine's commands in the order to start them (Launch.order: `workers_first`, `head_first`: the
+    first machine's first command, then the others, then the rest; `any`)."""
+    if not launch.nodes:
+        return []
+    head, workers = launch.nodes[0], launch.nodes[1:]
+    later = [(w, c) for w in workers for c in w.commands]
+    own = [(head, c) for c in head.commands]
+    if launch.order == "workers_first":
+        return later + own
+    if launch.order == "head_first":
+        return own[:1] + later + own[1:]
+    return own + later
+
+
+def across_machines(sc, launch: Launch | None) -> Launch | None:
+    """GPUs in several machines: the runtime's bring-up on each (rules/runtimes.toml [runtime.multinode]), with
+    the answer's command (`{command}`) run from the first machine. `launch.command` becomes the first machine's
+    command that serves the model; `nodes` lists every machine's commands. A runtime without a launcher of
+    its own (exo) is started by its bring-up alone."""
+    rig, mn = sc.rig, sc.runtime.multinode
+    if rig.nodes < 2 or mn.split == "none" or (launch is not None and not launch.command):
+        return launch
+    ids = rig.node_ids
+    head = rig.node(ids[0]).address
+    split = "tensor" if sc.options.split == "tensor" and mn.tensor else "layer"
+    net = sc.rig.network or "1gbe"
+    values = {"command": launch.command if launch else "", "port": str(mn.port), "head": head,
+              "workers": ",".join(f"{rig.node(n).address}:{mn.port}" for n in ids[1:]), "nodes": str(len(ids)),
+              "model": model_reference(sc.model, sc.quant), "sharding": mn.sharding.get(split, ""),
+              "transport": mn.transport.get("rdma" if net in sc.rules.interconnect.network.rdma else "tcp", "")}
+
+    def fill(template: str, rank: int) -> str:
+        out = template
+        for key, value in {**values, "rank": str(rank)}.items():
+            out = out.replace("{" + key + "}", value)
+        return out
+
+    nodes = [NodeLaunch(ids[0], head, "head", tuple(fill(t, 0) for t in mn.head))]
+    nodes += [NodeLaunch(n, rig.node(n).address, "worker", tuple(fill(t, k) for t in mn.worker))
+              for k, n in enumerate(ids[1:], 1)]
+    serve = next((fill(t, 0) for t in mn.head if "{command}" in t), fill(mn.head[-1], 0) if mn.head else "")
+    rt = sc.runtime
+    base = launch or Launch(rt.id, rt.id, "")  # no launcher of its own: its bring-up is the launch
+    return replace(base, command=serve, nodes=tuple(nodes), order=mn.order)
 
 
 def _not_local_note(rules: LaunchRules, name: str) -> str:

@@ -137,6 +137,8 @@ class _Candidate(Record):
     nvlink: bool
     on_host: bool
     """On the MoE host build (experts in its system RAM)."""
+    machines: int = 1
+    """Machines the parts are shared between, joined by a network: `parts` lists one machine's, repeated."""
 
 
 class _Shop:
@@ -246,7 +248,21 @@ def _candidates(shop: _Shop) -> tuple[list[_Candidate], int]:
                 out.append(_Candidate(parts, ((n, g),), False, True))  # one card next to the experts in RAM
     if model.is_moe and owned and all(not s.unified_memory and not s.sold_in for _, s in owned):
         out.append(_Candidate(tuple(owned), (), False, True))  # the cards you have, moved into the MoE host build
-    return out, beyond
+    return out + _second_machines(shop, weights_floor), beyond
+
+
+def _second_machines(shop: _Shop, weights_floor: float) -> list[_Candidate]:
+    """Two machines joined by a network (rules/plan.toml second_machine_network), where the runtime runs across
+    machines: two of a unified machine, or the owned cards again in a second machine. `parts` are one machine's."""
+    if shop.runtime.multinode.split == "none" or not shop.rules.second_machine_network:
+        return []
+    if shop.owned:
+        owned = tuple(shop.owned)
+        cards = all(not s.unified_memory and not s.sold_in for _, s in owned)
+        return [_Candidate(owned, owned, False, False, machines=2)] if cards else []
+    return [_Candidate(((1, g),), ((1, g),), False, False, machines=2)
+            for g in shop.catalog.gpus.values()
+            if g.unified_memory and shop.price(g) is not None and 2 * g.vram_bytes >= weights_floor]
 
 
 def _bridgeable(shop: _Shop, parts: tuple) -> bool:
@@ -259,6 +275,12 @@ def _bridgeable(shop: _Shop, parts: tuple) -> bool:
 def _rig(shop: _Shop, cand: _Candidate):
     specs = [s for n, s in cand.parts for _ in range(n)]
     host_rules = shop.catalog.rules.memory.host
+    if cand.machines > 1:  # the same machine again, each its own node, joined by the plan's network
+        one = rig_of(specs, host_rules, (shop.ask.ram_bytes, None), source="plan")
+        gpus = tuple(replace(g, index=m * len(specs) + i, node=m)
+                     for m in range(cand.machines) for i, g in enumerate(one.gpus))
+        net = shop.rules.builtin_network.get(specs[0].id, shop.rules.second_machine_network)
+        return replace(one, gpus=gpus, network=net)
     if cand.on_host:
         return rig_of(specs, host_rules, (int(float(shop.host.ram_gib) * GIB), float(shop.host.ram_bandwidth_gb_s)),
                       nvlink=False, source="plan")
@@ -283,14 +305,16 @@ def _option(shop: _Shop, cand: _Candidate, rig) -> PlanOption | None:
     if shop.ask.min_tps is not None and tps < shop.ask.min_tps:
         return None
     cost, basis, platform, where = _priced(shop, cand, placement.strategy)
-    power = sum(n * s.power_w for n, s in cand.parts) + (float(shop.host.base_w) if cand.on_host else 0.0)
+    power = cand.machines * sum(n * s.power_w for n, s in cand.parts) + (float(shop.host.base_w) if cand.on_host else 0.0)
     kwh = shop.ask.kwh_usd if shop.ask.kwh_usd is not None else float(shop.rules.electricity_usd_per_kwh)
     per_m = power / 1000 / (tps * 3600) * 1e6 * kwh if tps else float("inf")
     headroom = min(d.free_bytes for d in placement.devices) if placement.devices else 0
     kv = sc.options.kv_type
     why = (f"{where}, {tps:.1f} tok/s decode, {headroom / GIB:.1f} GiB to spare"
            + (f", {kv} KV cache" if kv != shop.kv_types[0] else "") + (", NVLink bridge" if cand.nvlink else ""))
-    return PlanOption(gpus=tuple((n, s.id) for n, s in cand.parts), new_gpus=tuple((n, s.id) for n, s in cand.new),
+    bought = cand.new if shop.owned or cand.machines == 1 else tuple((n * cand.machines, s) for n, s in cand.new)
+    return PlanOption(gpus=tuple((n * cand.machines, s.id) for n, s in cand.parts),
+                      new_gpus=tuple((n, s.id) for n, s in bought),
                       price_usd=round(cost, 2), nvlink=cand.nvlink, decode_tokens_per_s=tps,
                       prefill_tokens_per_s=speed.prefill_tokens_per_s or 0.0, headroom_bytes=headroom,
                       power_w=power, usd_per_million_tokens=round(per_m, 2), strategy=placement.strategy, why=why,
@@ -301,6 +325,8 @@ def _option(shop: _Shop, cand: _Candidate, rig) -> PlanOption | None:
 def _priced(shop: _Shop, cand: _Candidate, strategy: str) -> tuple[float, list[str], str, str]:
     """(cost, each priced part in words, the platform, where it runs in words) of a candidate."""
     parts, new, host = cand.parts, cand.new, shop.host
+    if cand.machines > 1:
+        return _priced_machines(shop, cand, strategy)
     bridge = float(shop.rules.nvlink_bridge_usd)
     cost = sum(n * shop.price(s) for n, s in new) + (bridge * (sum(n for n, _ in parts) // 2) if cand.nvlink else 0.0)
     basis = [price_words(s, shop.price(s), s.id in shop.prices) for _, s in new]
@@ -325,6 +351,21 @@ def _priced(shop: _Shop, cand: _Candidate, strategy: str) -> tuple[float, list[s
         if float(plat.usd):
             basis.append(f"platform ${float(plat.usd):,.0f}: {plat.price_basis}")
     return cost, basis, platform, f"{label} on a {platform}: {mode}"
+
+
+def _priced_machines(shop: _Shop, cand: _Candidate, strategy: str) -> tuple[float, list[str], str, str]:
+    """Two machines: what is bought for the second (a unified machine: both), the network between them."""
+    rules = shop.rules
+    net = rules.builtin_network.get(cand.parts[0][1].id, rules.second_machine_network)
+    label = " + ".join(f"{n}× {s.name}" for n, s in cand.parts)
+    bought = cand.new if shop.owned else tuple((n * cand.machines, s) for n, s in cand.new)
+    cost = sum(n * shop.price(s) for n, s in bought)
+    basis = [price_words(s, shop.price(s), s.id in shop.prices) for _, s in bought]
+    in_words = shop.catalog.rules.interconnect.network.label.get(net, net)
+    if net == rules.second_machine_network:
+        basis.append(rules.second_machine_basis)
+    where = f"{cand.machines} machines of {label} over {in_words}: {words_of(strategy).words}"
+    return cost, basis, f"{cand.machines} machines", where
 
 
 def _without_idle_bridges(results: list[PlanOption]) -> tuple[list[PlanOption], int]:

@@ -44,6 +44,27 @@ class RigGpu(Record):
 
 
 @record
+class RigNode(Record):
+    """One machine of a rig whose GPUs sit in several (rig-file `[[node]]` tables)."""
+
+    index: int
+    """The `node` number its GPUs carry."""
+    host: str = ""
+    """The address or name the other machines reach it by (empty: not given; launch lines then say NODE1_IP)."""
+    ram_bytes: int | None = None
+    """Its system RAM (None: the rig's `ram_gib`)."""
+    os: str = ""
+    """`linux`, `macos` or `windows` (empty: not given): which OS memory limits apply to a unified-memory GPU."""
+    name: str = ""
+    """What the machine is, in words."""
+
+    @property
+    def address(self) -> str:
+        """The host to write in a command line: as given, else a placeholder naming the node."""
+        return self.host or f"NODE{self.index}_IP"
+
+
+@record
 class Rig(Record):
     """GPUs, their links, and the host they sit in."""
 
@@ -68,7 +89,9 @@ class Rig(Record):
     warnings: tuple[str, ...] = field(default=())
     """What the probe could not read, and what changes the rig as detected (MIG mode, a GPU lost), in words."""
     network: str = ""
-    """The link between machines when GPUs sit in several (`10gbe`, `ib-ndr`, `thunderbolt4`...)."""
+    """The link between machines when GPUs sit in several (`10gbe`, `ib-ndr`, `thunderbolt5-rdma`...)."""
+    machines: tuple[RigNode, ...] = ()
+    """Per machine: its host, RAM and OS, where a rig file described them (empty: nothing beyond `node`)."""
 
     @property
     def nvlink(self) -> bool:
@@ -81,6 +104,18 @@ class Rig(Record):
     @property
     def nodes(self) -> int:
         return len({g.node for g in self.gpus}) if self.gpus else 1
+
+    def node(self, index: int) -> RigNode:
+        """Machine `index` as described, or one known only by its number."""
+        return next((m for m in self.machines if m.index == index), RigNode(index=index))
+
+    @property
+    def node_ids(self) -> tuple[int, ...]:
+        """The machines' numbers in order, the first one's (where the server runs) first."""
+        return tuple(sorted({g.node for g in self.gpus})) if self.gpus else (0,)
+
+    def gpus_on(self, node: int) -> tuple[RigGpu, ...]:
+        return tuple(g for g in self.gpus if g.node == node)
 
     @property
     def unified(self) -> bool:

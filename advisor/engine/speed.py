@@ -21,6 +21,7 @@ from advisor.record import Record, record
 from advisor.catalog.rulebook import FixedCosts, Rulebook
 from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
+from advisor.engine.multinode import prefill_overlaps
 from advisor.engine.placement import Placement
 from advisor.engine.result import ErrorBand
 from advisor.engine.rig import Rig, gpu_backend
@@ -144,8 +145,9 @@ def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | 
         gpu_s = split + sum(device_s(i, reads[i] - placement.devices[i].split_bytes, kv[i]) for i in used)
     elif placement.strategy == "tensor_parallel":
         gpu_s = max((device_s(i, reads[i], kv[i]) for i in used), default=0.0)
-    else:
-        gpu_s = sum(device_s(i, reads[i], kv[i]) for i in used)
+    else:  # stage after stage; the GPUs of a stage split by tensor parallel (vLLM's TP x PP) work at once
+        tp = max(placement.tp_size, 1)
+        gpu_s = sum(max(device_s(i, reads[i], kv[i]) for i in used[k:k + tp]) for k in range(0, len(used), tp))
     host_s = _host_decode_s(sc, placement, layout, streams, host_kv_bytes)
     return StepTimes(gpu_s, host_s, _fixed_decode_s(sc))
 
@@ -239,9 +241,12 @@ def _overlap_s(sc: Scenario, placement: Placement, times: list[float], n_ub: int
     micro-batches of each batch of `pipeline_microbatches` across its GPUs."""
     if placement.strategy == "tensor_parallel":
         return max(times, default=0.0)
+    tp = max(placement.tp_size, 1)  # the GPUs of a TP x PP stage work at once
+    times = [max(times[k:k + tp]) for k in range(0, len(times), tp)]
     if len(times) <= 1:
         return sum(times)
-    per_batch = max(1, int(sc.rules.speed.prefill.pipeline_microbatches))
+    # across machines llama.cpp RPC and exo run the stages one after another (rules/interconnect.toml [protocol])
+    per_batch = max(1, int(sc.rules.speed.prefill.pipeline_microbatches)) if prefill_overlaps(sc) else 1
     slices = [t / n_ub for t in times]
     gpu_s = 0.0
     for start in range(0, n_ub, per_batch):

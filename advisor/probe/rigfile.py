@@ -10,7 +10,9 @@ cpu = "AMD Ryzen 9 5950X"             # optional
 p2p = false                           # optional: PCIe peer-to-peer works between the GPUs
 nvlink = [[0, 1]]                     # optional: GPU index pairs joined by NVLink
 topology = [["X", "NV4"], ["NV4", "X"]]   # optional: nvidia-smi topo -m words
-network = "10gbe"                     # with GPUs in several machines: 1gbe 10gbe 25gbe 100gbe ib-hdr ib-ndr thunderbolt4 thunderbolt5
+network = "10gbe"                     # with GPUs in several machines: rules/interconnect.toml [network] (1gbe 2.5gbe 5gbe
+                                      # 10gbe 25gbe 100gbe 200gbe ib-hdr ib-ndr thunderbolt4 thunderbolt5 thunderbolt5-rdma)
+os = "linux"                          # optional: linux, macos or windows (a unified-memory GPU's OS limit: Strix Halo's GTT)
 
 [[gpu]]
 id = "rtx-3090"        # catalog id or a name (resolved like --gpu)
@@ -20,6 +22,13 @@ used_gib = 1.2         # optional instead: VRAM the desktop or other programs al
 pcie = "4x8"           # optional: host link as installed (generation x lanes)
 name = "NVIDIA GeForce RTX 3090"   # optional
 node = 0               # optional: which machine (0, 1, ...) when the rig spans several
+
+[[node]]               # optional, one per machine of a rig that spans several
+node = 1               # the `node` number its GPUs carry (0: the machine the server runs on)
+host = "192.168.1.11"  # its address or name on the network (launch lines name it; else NODE1_IP)
+ram_gib = 64           # optional: its RAM (default: [rig] ram_gib)
+os = "linux"           # optional: linux, macos or windows (default: [rig] os)
+name = "second box"    # optional
 ```
 
 A GPU missing from the catalog can be described in full under `[[gpu]]` with `id`, `vram_gib`,
@@ -28,6 +37,7 @@ A GPU missing from the catalog can be described in full under `[[gpu]]` with `id
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster start)
@@ -37,7 +47,7 @@ if TYPE_CHECKING:
 from advisor.catalog.load import read_toml, validate_entry
 from advisor.catalog.resolve import resolve
 from advisor.catalog.types import _STRICT, GIB, Catalog, GpuSpec
-from advisor.engine.rig import DEFAULT_RAM_BW_BASIS, MAX_RIG_GPUS, Rig, RigGpu
+from advisor.engine.rig import DEFAULT_RAM_BW_BASIS, MAX_RIG_GPUS, Rig, RigGpu, RigNode
 from advisor.errors import AdvisorError, one_line
 from advisor.probe.flags import parse_pcie
 from advisor.record import Record, record
@@ -70,6 +80,33 @@ class RigHead(Record):
     """Where the rig was read from (written by `advisor detect --save`)."""
     network: str = ""
     """The network between machines when GPUs sit in several."""
+    os: str = ""
+    """The machines' OS (`linux`, `macos`, `windows`), unless a [[node]] says otherwise."""
+
+
+OS_NAMES = ("linux", "macos", "windows")
+"""What `os` may say."""
+
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})|\[?[0-9A-Fa-f:.]{2,45}\]?")
+"""An IPv4/IPv6 address or a host name: what a command line can carry unquoted (no spaces, no shell words)."""
+
+
+@record
+class RigNodeEntry(Record):
+    """One `[[node]]` table of a rig file: a machine of a rig that spans several."""
+
+    __pydantic_config__ = _STRICT
+
+    node: int
+    """The `node` number its GPUs carry."""
+    host: str = ""
+    """Its address or name on the network."""
+    ram_gib: float | None = None
+    """Its system RAM, GiB."""
+    os: str = ""
+    """linux, macos or windows."""
+    name: str = ""
+    """What the machine is, in words."""
 
 
 @record
@@ -128,9 +165,10 @@ def load_rig(catalog: Catalog, path: Path) -> Rig:
 
 def rig_from_data(catalog: Catalog, data: dict[str, Any], where: str) -> Rig:
     """A rig from a parsed rig file; every key validated, every problem an AdvisorError naming `where`."""
-    unknown = set(data) - {"rig", "gpu"}
+    unknown = set(data) - {"rig", "gpu", "node"}
     if unknown:
-        raise AdvisorError(f"{where}: unknown table(s) {', '.join(sorted(unknown))}", "a rig file has [rig] and [[gpu]]")
+        raise AdvisorError(f"{where}: unknown table(s) {', '.join(sorted(unknown))}",
+                           "a rig file has [rig], [[gpu]] and, for several machines, [[node]]")
     head: RigHead = _validated(RigHead, data.get("rig", {}), f"{where}: [rig]")
     host = catalog.rules.memory.host
     ram = int((head.ram_gib if head.ram_gib is not None else host.default_ram_gib) * GIB)
@@ -189,12 +227,48 @@ def rig_from_data(catalog: Catalog, data: dict[str, Any], where: str) -> Rig:
         raise AdvisorError(f"{where}: a unified-memory machine is a node of its own",
                            "give each Mac / DGX Spark / Strix Halo its own node, and no other GPU")
     unified = gpus and gpus[0].spec.unified_memory
+    machines = _machines(data.get("node", []), head, {g.node for g in gpus}, where)
+    if machines and not unified and machines[0].index == 0 and machines[0].ram_bytes is not None \
+            and head.ram_gib is None:
+        ram = machines[0].ram_bytes  # the machine the server runs on offloads to its own RAM
     return Rig(gpus=tuple(gpus), ram_bytes=gpus[0].spec.vram_bytes if unified else ram,
                ram_bandwidth_gb_s=bw if bw is not None
                else (gpus[0].spec.memory_bandwidth_gb_s if unified else float(host.default_ram_bandwidth_gb_s)),
                ram_bandwidth_basis=bw_basis if bw is not None else DEFAULT_RAM_BW_BASIS,
                nvlink_pairs=tuple(pairs), p2p=head.p2p, topology=topo, cpu=one_line(head.cpu, 200), source="rig-file",
-               network=network)
+               network=network, machines=machines)
+
+
+def _machines(entries: Any, head: RigHead, nodes: set[int], where: str) -> tuple[RigNode, ...]:
+    """The [[node]] tables as machines, one per node number its GPUs carry; [rig] os for those that name none."""
+    if not isinstance(entries, list):
+        raise AdvisorError(f"{where}: node must be an array of tables ([[node]])")
+    if len(entries) > MAX_RIG_GPUS:
+        raise AdvisorError(f"{where}: {len(entries)} [[node]] tables is more machines than one rig holds")
+    for os_name, w in ((head.os, f"{where}: [rig]"),):
+        if os_name and os_name not in OS_NAMES:
+            raise AdvisorError(f"{w}: os = {os_name!r} is not one of {', '.join(OS_NAMES)}")
+    out: dict[int, RigNode] = {}
+    for n, raw in enumerate(entries, 1):
+        w = f"{where}: [[node]] #{n}"
+        e: RigNodeEntry = _validated(RigNodeEntry, raw, w)
+        if e.node not in nodes:
+            raise AdvisorError(f"{w}: node = {e.node} has no GPU (no [[gpu]] says node = {e.node})",
+                               f"number the machines as the [[gpu]] tables do: {', '.join(map(str, sorted(nodes)))}")
+        if e.node in out:
+            raise AdvisorError(f"{w}: node {e.node} is described twice")
+        if e.host and (len(e.host) > 253 or not _HOST.fullmatch(e.host)):
+            raise AdvisorError(f"{w}: host = {one_line(e.host, 80)!r} is not an address or host name",
+                               "an IPv4/IPv6 address or a name such as 192.168.1.11 or box2.local")
+        if e.os and e.os not in OS_NAMES:
+            raise AdvisorError(f"{w}: os = {e.os!r} is not one of {', '.join(OS_NAMES)}")
+        if e.ram_gib is not None and not 0 < e.ram_gib <= 1e6:
+            raise AdvisorError(f"{w}: ram_gib = {e.ram_gib!r} is not a size of RAM in GiB")
+        out[e.node] = RigNode(index=e.node, host=e.host, ram_bytes=None if e.ram_gib is None else int(e.ram_gib * GIB),
+                              os=e.os or head.os, name=one_line(e.name, 200))
+    if head.os:
+        out.update({i: RigNode(index=i, os=head.os) for i in nodes if i not in out})
+    return tuple(out[i] for i in sorted(out))
 
 
 def _capacity(entry: RigGpuEntry, spec: GpuSpec, where: str, reserved_mib: float) -> tuple[int, str]:
@@ -265,6 +339,11 @@ def rig_toml(rig: Rig, name: str = "") -> str:
                 lines.append(f"# pcie = {_q(link)}  (as detected; not a link this advisor can plan with)")
         if g.node:
             lines.append(f"node = {g.node}")
+    for m in rig.machines:
+        lines += ["", "[[node]]", f"node = {m.index}"]
+        lines += [f"{key} = {_q(value)}" for key, value in (("host", m.host), ("os", m.os), ("name", m.name)) if value]
+        if m.ram_bytes is not None:
+            lines.append(f"ram_gib = {m.ram_bytes / GIB!r}")
     return "\n".join(lines) + "\n"
 
 

@@ -104,6 +104,13 @@ def check_json(r: Report) -> dict[str, Any]:
                          "env": {k: v for k, v in lc.env}, "modelfile": lc.modelfile or None}
         if lc.note:
             out["launch"]["note"] = lc.note
+        if lc.nodes:
+            out["launch"]["order"] = lc.order
+            out["launch"]["nodes"] = [{"node": n.node, "host": n.host, "role": n.role, "command": n.commands[-1],
+                                       "commands": list(n.commands)} for n in lc.nodes]
+            from advisor.engine.launch import launch_steps
+
+            out["launch"]["steps"] = [{"node": n.node, "host": n.host, "command": c} for n, c in launch_steps(lc)]
     if r.options.command_notes:
         out["command_notes"] = list(r.options.command_notes)
     if r.serving is not None:

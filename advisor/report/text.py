@@ -185,6 +185,12 @@ def run_it_lines(r: Report) -> tuple[str, ...]:
         return ()
     if lc.modelfile:
         return ("Modelfile:", *(f"  {line}" for line in lc.modelfile.splitlines()), lc.command)
+    if lc.nodes and lc.command:
+        from advisor.engine.launch import launch_steps
+
+        return (lc.command, f"on {len(lc.nodes)} machines, in this order:",
+                *(f"  {k}. machine {n.node} ({n.host}{', serves the model' if n.role == 'head' else ''}): {c}"
+                  for k, (n, c) in enumerate(launch_steps(lc), 1)))
     return (lc.command,) if lc.command else (lc.note,)
 
 

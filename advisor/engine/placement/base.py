@@ -9,6 +9,7 @@ from advisor.catalog.types import GIB
 from advisor.engine import memory as mem
 from advisor.engine.family import family_of
 from advisor.engine.fraction import memory_fraction
+from advisor.engine.multinode import across_nodes
 from advisor.engine.placement.capacity import flash_attention_on, host_capacity, rig_capacities, usable_capacity
 from advisor.engine.placement.records import DeviceUse, Placement
 from advisor.engine.scenario import Scenario
@@ -141,6 +142,8 @@ class PlacerBase:
         every GPU in one tensor-parallel group (`--split tensor`) or one stage per GPU (`--split layer`)."""
         n = max(len(self.rig.gpus), 1)
         tp, pp = self.options.tensor_parallel, self.options.pipeline_parallel
+        if tp is None and pp is None and self.options.split is None and (across := across_nodes(self.scenario)):
+            return across  # GPUs in several machines: as the runtime's docs advise (advisor.engine.multinode)
         if tp is None and pp is None:
             return (1, n) if self.split == "layer" else (n, 1)
         return tp or 1, pp or 1

@@ -29,7 +29,8 @@ def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: Rulebook, fraction: f
                 cap = mem.apple_working_set(cap, rules)
             else:
                 uni = rules.memory.unified
-                reserve = uni.os_reserve_gib.get(g.spec.id, os_reserve_gib(cap, rules))
+                table = uni.os_reserve_gib_linux if rig.node(g.node).os == "linux" else {}
+                reserve = table.get(g.spec.id, uni.os_reserve_gib.get(g.spec.id, os_reserve_gib(cap, rules)))
                 cap = max(cap - int(reserve * GIB), 0)
         share = fraction or runtime.gpu_memory_utilization
         if runtime.fraction_of_free and not g.spec.unified_memory:

@@ -65,6 +65,8 @@ class Placement(Record):
     split_kind: str = ""
     """How a tensor-parallel placement cut the layers (RuntimeSpec.tensor_split: `heads`, `rows`, `channels` or
     `meta`); empty for the other strategies."""
+    tp_size: int = 1
+    """GPUs each pipeline stage is split across by tensor parallel in a staged placement (vLLM's TP x PP); 1 else."""
 
     @property
     def offloaded_bytes(self) -> int:

@@ -64,4 +64,4 @@ def staged(p: PlacerBase, ctx: int) -> Placement:
                              f"small" if host.fits else "the weights offloaded with --cpu-offload-gb do not fit "
                                                         "in system RAM")
     return Placement(strategy, tuple(devices), host, fits=ok and not host_w, runs=ok, gpu_layers=m.layers,
-                     problem=problem)
+                     problem=problem, tp_size=tp if pp > 1 else 1)
