@@ -392,8 +392,13 @@ OPTIONS = st.sampled_from(["--gpu", "--rig", "--ctx", "--prompt-tokens", "--kv-c
                            "--flash-attn", "--moe", "--help"])
 
 
+SERVERS = ("mcp", "serve")
+"""Commands that serve until their client leaves (a valid argv never returns): their input is fuzzed through their
+clients in tests/test_mcp.py and tests/test_serve.py."""
+
+
 @FUZZ
-@given(st.sampled_from([c for c in COMMANDS]), st.lists(st.one_of(OPTIONS, WORDS), max_size=8))
+@given(st.sampled_from([c for c in COMMANDS if c not in SERVERS]), st.lists(st.one_of(OPTIONS, WORDS), max_size=8))
 def test_fuzz_argv(sandbox: Path, capsys, command: str, rest: list[str]) -> None:
     if "--help" in rest:
         rest = [a for a in rest if a != "--help"]

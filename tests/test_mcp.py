@@ -48,7 +48,8 @@ def test_lists_one_tool_per_command_with_schemas_read_off_the_parser():
         return (await s.list_tools()).tools
 
     tools = {t.name: t for t in session(body)}
-    assert set(tools) == {"check", "fit", "plan", "detect", "quants"}  # verify joins when the CLI has it
+    assert set(tools) == {"check", "fit", "plan", "detect", "quants", "verify"}
+    assert "export" not in tools["verify"].input_schema["properties"]  # no tool writes a file
     check = tools["check"].input_schema
     assert check["additionalProperties"] is False and "required" not in check  # MODEL may be left out for --cmd
     props = check["properties"]
@@ -117,3 +118,9 @@ def test_the_cli_never_imports_mcp():
     code = "import sys\nfrom advisor.cli import main\nmain(['quants', '--json'])\nprint('mcp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert out.strip().splitlines()[-1] == "False"
+
+
+def test_a_closed_stdin_is_one_line_and_exit_2():
+    out = subprocess.run([sys.executable, "-m", "advisor", "mcp"], stdin=subprocess.DEVNULL, capture_output=True,
+                         text=True, timeout=60, close_fds=True, preexec_fn=lambda: os.close(0))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "standard input" in out.stderr, out.stderr

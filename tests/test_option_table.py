@@ -16,8 +16,8 @@ from advisor.commands.args import options_from
 from advisor.engine.check import check_options, evaluate
 from advisor.engine.launch import CommandTarget, options_from_command, parse_command
 from advisor.engine.options import Options
-from advisor.engine.optiontable import (BY_FIELD, COMMANDS, CONTROLS, GROUP_TITLES, KINDS, OPTIONS, bounds_text,
-                                        default_of, for_command)
+from advisor.engine.optiontable import (BY_FIELD, COMMANDS, CONTROLS, GROUP_TITLES, KINDS, OPTIONS, TAKES_ALSO,
+                                        bounds_text, default_of, for_command)
 from advisor.errors import AdvisorError
 from advisor.probe.flags import rig_from_flags
 
@@ -47,12 +47,12 @@ def test_the_table_is_well_formed():
     names = {f.name for f in fields(Options)}
     for d in OPTIONS:
         assert d.kind in KINDS and d.group in GROUP_TITLES and d.flags and all(f.startswith("--") for f in d.flags)
-        assert set(d.commands) <= {*COMMANDS, "app"} and d.commands
+        assert set(d.commands) <= {*COMMANDS, *TAKES_ALSO, "app"} and d.commands
         assert not d.field or d.field in names, d.dest
         assert (d.lo is None) == (d.hi is None) and (d.hi is None or d.lo < d.hi), d.dest
         assert d.kind != "choice" or d.choices, d.dest
         assert d.marks == "" or d.marks in names
-    for command in (*COMMANDS, "app"):  # a flag means one thing per command
+    for command in (*COMMANDS, *TAKES_ALSO, "app"):  # a flag means one thing per command
         flags = [f for d in for_command(command) for f in d.flags]
         assert len(flags) == len(set(flags)), command
 

@@ -29,9 +29,10 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 TOOLS = ("check", "fit", "plan", "detect", "quants", "verify")
-"""The commands offered as tools, where the CLI has them (verify lands separately)."""
-SKIP = OUTPUT | {"save"}
-"""Argparse dests no tool takes: the answer is always JSON, and no tool writes a file (`detect --save`)."""
+"""The commands offered as tools, where the CLI has them."""
+SKIP = OUTPUT | {"save", "export"}
+"""Argparse dests no tool takes: the answer is always JSON, and no tool writes a file (`detect --save`, `verify
+--export`)."""
 CALL_TIMEOUT_S = 300.0
 """Longest one call may run: `plan` over every catalog GPU is the slowest command (seconds, not minutes);
 a Hugging Face read is bounded by its own timeouts below this."""
@@ -118,6 +119,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
                            "pip install 'mcp>=2.3' (it is one of the advisor's dependencies)") from None
     from advisor import __version__
 
+    if not _readable(sys.stdin):
+        raise AdvisorError("advisor mcp: standard input is closed or not readable",
+                           "an MCP client starts `advisor mcp` with its stdin and stdout as pipes")
     server = Server("advisor", version=__version__, instructions=INSTRUCTIONS,
                     **handlers(args.tool_parser, args.tool_commands))
 
@@ -127,6 +131,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     anyio.run(main)
     return 0
+
+
+def _readable(stream) -> bool:
+    try:
+        return stream is not None and not stream.closed and stream.readable()
+    except (ValueError, OSError):
+        return False
 
 
 def handlers(build_parser: Callable[[str], argparse.ArgumentParser], commands) -> dict[str, Any]:
