@@ -23,9 +23,12 @@ public 2025-26 measurements (measurements.HELDOUT_DATASETS), each row asked as a
 included). Rows the catalog cannot ask about are counted by reason. The naive baseline's fraction is
 fitted on the calibration rows, like the tables.
 
-The error band of each kind of answer (runtime x hardware x placement: advisor.engine.speed.
-answer_kind) is the leave-one-source-out error of the rows of that kind; a kind with fewer than
-`MIN_BAND_ROWS` rows is "not measured". tests/test_accuracy.py bounds the out-of-sample figures.
+Error bands: every answer's band comes from a pool of rows (advisor.engine.speed.band_pools): its kind of
+answer (runtime x hardware x placement: answer_kind) where that has `MIN_BAND_ROWS` rows, else its backend
+family (CUDA, ROCm, Vulkan, Metal), else all rows. A pool's band is the p50/p90 of the out-of-sample errors of
+its rows (the calibration rows left one source out, the 2025-26 rows under today's tables). Their p90 coverage
+is measured on the 2025-26 rows with each band rebuilt without the row's source (p90_coverage).
+tests/test_accuracy.py bounds the out-of-sample figures.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from measurements import ROOT, SPEED_DATASETS, Case, load_cases, load_heldout, p
 from advisor.catalog.load import load_catalog  # noqa: E402
 from advisor.catalog.rulebook import build_rulebook, rulebook_to_dict  # noqa: E402
 from advisor.engine import memory as mem  # noqa: E402
+from advisor.engine import speed as spd  # noqa: E402
 
 MIN_BAND_ROWS = 10
 """Held-out rows a kind of answer needs before it is given a band (fewer: "not measured")."""
@@ -207,37 +211,86 @@ def heldout_report(h: HeldOut) -> str:
     return "\n".join(lines)
 
 
-def bands(acc: Accuracy) -> list[dict]:
-    """Held out, 2025-26: today's speed tables (rules/speed.toml, never fitted on these rows) scored on the
-public 2025-26 measurements (measurements.HELDOUT_DATASETS), each row asked as a user would ask it
-(its GPU, model, quant, runtime and test; 128 GB of RAM; the advisor's own placement, partial offload
-included). Rows the catalog cannot ask about are counted by reason. The naive baseline's fraction is
-fitted on the calibration rows, like the tables.
+Errors = list[tuple[Row, float]]
 
-The error band of each kind of answer: leave-one-source-out error of its rows."""
+
+def band_errors(acc: Accuracy, h: HeldOut, test: str) -> Errors:
+    """Every row's out-of-sample error for a test: the calibration rows predicted without their source (leave one
+    source out), and the 2025-26 rows predicted by today's tables, which never saw them."""
+    return errors(acc.rows, acc.preds["held out by source"], test) + errors(h.rows, h.model, test)
+
+
+def _family(r: Row) -> str:
+    return spd.BACKEND_NAMES.get(r.backend, r.backend)
+
+
+def _pools(errs: Errors) -> dict[str, list[tuple[Row, float]]]:
+    """Rows by pool: each row counts in its kind, its backend family and all rows (advisor.engine.speed.band_pools)."""
+    pools: dict[str, list[tuple[Row, float]]] = defaultdict(list)
+    for r, e in errs:
+        for key in spd.band_pools(r.kind, _family(r)):
+            pools[key].append((r, e))
+    return pools
+
+
+def _p90_of(pools: dict, r: Row) -> float | None:
+    """The p90 of the narrowest pool of `r` that has MIN_BAND_ROWS rows (what the answer would be given)."""
+    for key in spd.band_pools(r.kind, _family(r)):
+        if len(pools.get(key, ())) >= MIN_BAND_ROWS:
+            return pct([e for _, e in pools[key]], 0.9)
+    return None
+
+
+def p90_coverage(acc: Accuracy, h: HeldOut) -> dict[str, float]:
+    """Share of the 2025-26 held-out rows whose error is within the p90 band they would be given, each band built
+    without the row's own source (so the coverage is measured out of sample), per test."""
+    out = {}
+    for test, name in TESTS:
+        errs = band_errors(acc, h, test)
+        held = errors(h.rows, h.model, test)
+        inside = 0
+        for source in sorted({r.case.dataset for r, _ in held}):
+            pools = _pools([(r, e) for r, e in errs if r.case.dataset != source])
+            for r, e in held:
+                if r.case.dataset == source:
+                    p90 = _p90_of(pools, r)
+                    inside += p90 is not None and e <= p90
+        out[name] = round(100 * inside / max(len(held), 1), 1)
+    return out
+
+
+def bands(acc: Accuracy, h: HeldOut) -> list[dict]:
+    """The error band of each pool (a kind of answer, a backend family, all rows): p50/p90 of the out-of-sample
+    errors of its rows (band_errors); fewer than MIN_BAND_ROWS rows: none, the answer pools up."""
+    by_test = {name: _pools(band_errors(acc, h, test)) for test, name in TESTS}
     out = []
-    loso = acc.preds["held out by source"]
-    for kind in sorted({r.kind for r in acc.rows}):
-        band: dict = {"kind": kind}
-        for test, name in TESTS:
-            e = [x for r, x in errors(acc.rows, loso, test) if r.kind == kind]
+    for key in sorted(set(by_test["decode"]) | set(by_test["prefill"]), key=lambda k: (k == spd.ALL_ROWS, k)):
+        band: dict = {"kind": key}
+        for _, name in TESTS:
+            e = [x for _, x in by_test[name].get(key, [])]
             band[f"{name}_rows"] = len(e)
             if len(e) >= MIN_BAND_ROWS:
                 band[f"{name}_p50_pct"] = round(statistics.median(e) * 100, 1)
                 band[f"{name}_p90_pct"] = round(pct(e, 0.9) * 100, 1)
-        band["sources"] = " ".join(sorted({r.case.source for r in acc.rows if r.kind == kind}))
+        rows = [r for _, name in TESTS for r, _ in by_test[name].get(key, [])]
+        band["sources"] = " ".join(sorted({r.case.source for r in rows}))
         out.append(band)
     return out
 
 
-def bands_toml(acc: Accuracy) -> str:
-    lines = ["# Error band per kind of answer, GENERATED by `python bench/accuracy.py --write`: do not edit.",
-             "# p50/p90 of |predicted / measured - 1| over the public measurements of that kind",
-             "# (tests/data/speed_measurements.csv), each row predicted by speed tables fitted without its",
-             "# source (leave one source out). Fewer than min_rows rows: no percentiles, the answer says",
-             "# \"not measured\". Read by advisor.engine.speed.error_band.",
-             f"min_rows = {MIN_BAND_ROWS}", ""]
-    for b in bands(acc):
+def bands_toml(acc: Accuracy, h: HeldOut) -> str:
+    cover = p90_coverage(acc, h)
+    lines = ["# Error band per pool, GENERATED by `python bench/accuracy.py --write`: do not edit.",
+             "# p50/p90 of |predicted / measured - 1| over the public measurements of a pool: the calibration rows",
+             "# each predicted by speed tables fitted without its source (leave one source out), and the 2025-26",
+             "# rows predicted by today's tables, which never saw them (tests/data/speed_measurements.csv). A pool is a",
+             "# kind of answer, a backend family (`<family> backend family`) or `all rows`; an answer takes the",
+             "# narrowest pool of its own with min_rows rows (advisor.engine.speed.error_band).",
+             "# p90_coverage_pct: share of the 2025-26 rows within the p90 band they would be given, each band built",
+             "# without the row's own source.",
+             f"min_rows = {MIN_BAND_ROWS}",
+             "p90_coverage_pct = { " + ", ".join(f"{k} = {v}" for k, v in cover.items()) + " }", ""]
+    for b in bands(acc, h):
         lines.append(f'[band."{b["kind"]}"]')
         for k, v in b.items():
             if k != "kind":
@@ -273,10 +326,17 @@ def report(acc: Accuracy) -> str:
             lines.append(f"  held out by source, per {label}")
             for k, s in acc.by("held out by source", test, key).items():
                 lines.append(_row("  " + k, s))
-    lines.append(f"\nerror bands (leave one source out; fewer than {MIN_BAND_ROWS} rows: not measured)")
-    for b in bands(acc):
+    return "\n".join(lines)
+
+
+def bands_report(acc: Accuracy, h: HeldOut) -> str:
+    cover = p90_coverage(acc, h)
+    lines = [f"error bands (out of sample; a pool with fewer than {MIN_BAND_ROWS} rows pools up to the backend family, "
+             f"then all rows); p90 covers {cover['decode']:g}% of the 2025-26 decode rows and {cover['prefill']:g}% "
+             f"of the prefill rows, each band built without the row's source"]
+    for b in bands(acc, h):
         parts = [f"{name} {b[name + '_p50_pct']:g}%/{b[name + '_p90_pct']:g}% (n={b[name + '_rows']})"
-                 if name + "_p50_pct" in b else f"{name} not measured (n={b[name + '_rows']})" for _, name in TESTS]
+                 if name + "_p50_pct" in b else f"{name} pools up (n={b[name + '_rows']})" for _, name in TESTS]
         lines.append(f"  {b['kind']:<40} " + ", ".join(parts))
     return "\n".join(lines)
 
@@ -289,12 +349,15 @@ def main() -> int:
         print(f"\nin {time.perf_counter() - t0:.1f} s")
         return 0
     acc = measure()
+    h = held_out_2025(acc.rows)
     print(report(acc))
     print()
-    print(heldout_report(held_out_2025(acc.rows)))
+    print(heldout_report(h))
+    print()
+    print(bands_report(acc, h))
     if "--write" in sys.argv:
         tmp = BANDS_TOML.with_suffix(".toml.tmp")
-        tmp.write_text(bands_toml(acc))
+        tmp.write_text(bands_toml(acc, h))
         tmp.replace(BANDS_TOML)
         print(f"wrote {BANDS_TOML}")
     print(f"\n{len(acc.rows)} speed rows, {len(acc.fit)} fit rows in {time.perf_counter() - t0:.1f} s")

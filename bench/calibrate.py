@@ -38,6 +38,8 @@ from advisor.engine import estimate  # noqa: E402
 from advisor.engine import memory as mem  # noqa: E402
 from advisor.engine import speed as spd  # noqa: E402
 from advisor.engine.estimate import decode_seconds, prefill_seconds  # noqa: E402
+from advisor.engine.placement.capacity import flash_attention_on  # noqa: E402
+from advisor.engine.rig import gpu_backend  # noqa: E402
 
 MIN_ROWS = 8
 """Rows an entry of a table needs before it gets its own fitted value (fewer: the default)."""
@@ -60,6 +62,12 @@ class Row:
     """tokens/s of the naive baseline before its one global fraction: peak bandwidth over the model
     file (decode), dense FP16 throughput over 2 x active parameters (prefill); GPUs add up only
     in tensor parallel."""
+    native: bool = True
+    """The GPU ran its vendor's own backend (CUDA, ROCm, Metal), so its architecture's entry applies."""
+    flash: bool = False
+    """Flash attention was on."""
+    moe: bool = False
+    """The model routes experts."""
 
     @property
     def dataset(self) -> str:
@@ -138,10 +146,14 @@ def build_rows(cases: list[Case] | None = None, offload: bool = False) -> list[R
                 sc, p, c.depth + c.n_gen // 2)
             measured = 1 / c.measured
         else:
-            run = (lambda s, pl, n: lambda rules: prefill_seconds(s.with_rules(rules), pl, n))(sc, p, c.n_prompt)
+            run = (lambda s, pl, n, d: lambda rules: prefill_seconds(s.with_rules(rules), pl, n, d))(
+                sc, p, c.n_prompt, c.depth)
             measured = c.n_prompt / c.measured
-        rows.append(Row(c, c.test, g.arch, placer.quant.kernel, spd.backend_of(g, placer.runtime), measured, run,
-                        spd.answer_kind(p, placer.rig, placer.model, placer.runtime), naive))
+        backend = spd.backend_of(g, placer.runtime) if placer.rig.gpus else "cpu"
+        rows.append(Row(c, c.test, g.arch, placer.quant.kernel, backend, measured, run,
+                        spd.answer_kind(p, placer.rig, placer.model, placer.runtime), naive,
+                        backend == gpu_backend(g), flash_attention_on(placer.runtime, placer.rig, sc.options),
+                        placer.model.is_moe))
     return rows
 
 
@@ -160,7 +172,18 @@ def _depends(row: Row, table: str, key: str | None) -> bool:
     """Whether a row's prediction reads this entry while the section is fitted (defaults stay fixed)."""
     if key is None:
         return True
-    return {"arch_efficiency": row.arch, "kernel_factor": row.kernel, "per_layer_us": row.backend}[table] == key
+    if table == "flash_attention_efficiency":
+        return row.flash and row.backend == key
+    if table == "moe_efficiency":
+        return row.moe and row.backend == key
+    return {"arch_efficiency": row.arch, "kernel_factor": row.kernel, "per_layer_us": row.backend,
+            "backend_efficiency": row.backend}[table] == key
+
+
+def _family_rows(rows: list[Row], archs: list[str]) -> Counter:
+    """Rows per backend that read the backend family's fraction: another backend than the vendor's (Vulkan), or
+    an architecture without its own entry."""
+    return Counter(r.backend for r in rows if not r.native or r.arch not in archs)
 
 
 START = {"decode": {"arch_efficiency": 0.8, "per_token_us": 1000.0},
@@ -168,13 +191,21 @@ START = {"decode": {"arch_efficiency": 0.8, "per_token_us": 1000.0},
 """The fixed start of the descent (whatever rules/speed.toml holds, the fit starts here)."""
 
 
-def _start(part: str, archs=(), kernels=(), backends=()) -> dict:
+def _start(part: str, entries: dict[str, list[str]] | None = None) -> dict:
+    """The fixed start of a section, with an entry for each key `entries` lists per table (archs, kernels,
+    backends, families, flash, moe)."""
+    e = entries or {}
     eff = START[part]["arch_efficiency"]
     glob = "per_token_us" if part == "decode" else "attention_efficiency"
-    return {"arch_efficiency": {"default": eff, **{a: eff for a in archs}},
-            "kernel_factor": {"default": 1.0, "f16": 1.0, "f32": 1.0, **{k: 1.0 for k in kernels}},
-            "per_layer_us": {"default": 20.0, **{b: 20.0 for b in backends}},
-            glob: START[part][glob]}
+    out = {"arch_efficiency": {"default": eff, **{a: eff for a in e.get("archs", ())}},
+           "kernel_factor": {"default": 1.0, "f16": 1.0, "f32": 1.0, **{k: 1.0 for k in e.get("kernels", ())}},
+           "per_layer_us": {"default": 20.0, **{b: 20.0 for b in e.get("backends", ())}},
+           "backend_efficiency": {b: eff for b in e.get("families", ())},
+           glob: START[part][glob]}
+    if part == "prefill":
+        out["flash_attention_efficiency"] = {b: START[part]["attention_efficiency"] for b in e.get("flash", ())}
+        out["moe_efficiency"] = {b: 1.0 for b in e.get("moe", ())}
+    return out
 
 
 def fit(rows: list[Row], test: str, rules: dict, quiet: bool = False) -> dict:
@@ -183,14 +214,22 @@ def fit(rows: list[Row], test: str, rules: dict, quiet: bool = False) -> dict:
     rows = [r for r in rows if r.test == test and r.runtime == "llama.cpp"]
     rules = copy.deepcopy(rules)
     sec = rules["speed"][part]
-    archs = sorted(a for a, n in Counter(r.arch for r in rows).items() if n >= MIN_ROWS)
-    kernels = sorted(k for k, n in Counter(r.kernel for r in rows).items()
+    archs = sorted(a for a, n in Counter(r.arch for r in rows if r.native).items() if n >= MIN_ROWS)
+    # a quant kernel's factor is measured where the matrix products dominate: rows from an empty cache (after a
+    # deep one the attention term dominates a prompt, and a kernel seen only there would absorb its misfit)
+    kernels = sorted(k for k, n in Counter(r.kernel for r in rows if not r.case.depth).items()
                      if n >= MIN_ROWS and k not in ("f16", "f32"))
     backends = sorted(b for b, n in Counter(r.backend for r in rows).items() if n >= MIN_ROWS)
-    sec.update(_start(part, archs, kernels, backends))
+    families = sorted(b for b, n in _family_rows(rows, archs).items() if n >= MIN_ROWS)
+    flash = sorted(b for b, n in Counter(r.backend for r in rows if r.flash).items() if n >= MIN_ROWS)
+    moe = sorted(b for b, n in Counter(r.backend for r in rows if r.moe).items() if n >= MIN_ROWS)
+    sec.update(_start(part, {"archs": archs, "kernels": kernels, "backends": backends, "families": families,
+                             "flash": flash, "moe": moe}))
     keys = [("arch_efficiency", k) for k in archs] + [("kernel_factor", k) for k in kernels]
-    keys += [("per_layer_us", k) for k in backends]
+    keys += [("per_layer_us", k) for k in backends] + [("backend_efficiency", k) for k in families]
     keys += [("per_token_us", None)] if test == "tg" else [("attention_efficiency", None)]
+    if test == "pp":
+        keys += [("flash_attention_efficiency", k) for k in flash] + [("moe_efficiency", k) for k in moe]
     base = book = build_rulebook(rules)  # the fit changes the speed tables only: the rest is built once
     errs = [_err(r, book) for r in rows]
     best = sum(errs)
@@ -202,7 +241,7 @@ def fit(rows: list[Row], test: str, rules: dict, quiet: bool = False) -> dict:
             for factor in (1 + step, 1 / (1 + step)):
                 old = sec[table] if key is None else sec[table][key]
                 new = old * factor
-                if table == "arch_efficiency" and new > 1.0:
+                if table in ("arch_efficiency", "backend_efficiency", "flash_attention_efficiency") and new > 1.0:
                     continue
                 if part == "decode" and table == "kernel_factor" and new > 1.0:
                     continue  # decode cannot stream weights faster than the memory's peak
@@ -231,9 +270,26 @@ def fit(rows: list[Row], test: str, rules: dict, quiet: bool = False) -> dict:
     fitted = [v for k, v in sec["per_layer_us"].items() if k != "default"]
     if fitted:
         sec["per_layer_us"]["default"] = max(fitted)
+    _family_defaults(sec, rows, archs)
     if not quiet:
         print(f"# {part}: mean |log error| {best / max(len(rows), 1):.3f} over {len(rows)} rows", file=sys.stderr)
     return sec
+
+
+def _family_defaults(sec: dict, rows: list[Row], archs: list[str]) -> None:
+    """A backend family without rows of its own takes the median of its measured architectures (an Apple GPU
+    newer than the rows: the median of the Apple ones); flash attention and the MoE factor of a backend
+    without rows take the median of the fitted backends (none fitted: plain attention, and 1)."""
+    native = {r.arch: r.backend for r in rows if r.native}
+    fam = sec["backend_efficiency"]
+    for backend in sorted(set(native.values()) - set(fam)):
+        own = [sec["arch_efficiency"][a] for a in archs if native.get(a) == backend]
+        if own:
+            fam[backend] = statistics.median(own)
+    for table, none in (("flash_attention_efficiency", sec.get("attention_efficiency")), ("moe_efficiency", 1.0)):
+        if table in sec:
+            fitted = list(sec[table].values())
+            sec[table]["default"] = statistics.median(fitted) if fitted else none
 
 
 def fit_runtime(rows: list[Row], runtime: str, rules: dict, quiet: bool = False) -> dict | None:
@@ -290,6 +346,10 @@ def toml_values(fitted: dict) -> dict[tuple[str, str], str]:
         ("prefill", "kernel_factor"): _inline(pre["kernel_factor"], 3),
         ("prefill", "per_layer_us"): _inline(pre["per_layer_us"], 1),
         ("prefill", "attention_efficiency"): f"{round(pre['attention_efficiency'], 4)}",
+        ("decode", "backend_efficiency"): _inline(dec["backend_efficiency"], 3),
+        ("prefill", "backend_efficiency"): _inline(pre["backend_efficiency"], 3),
+        ("prefill", "flash_attention_efficiency"): _inline(pre["flash_attention_efficiency"], 4),
+        ("prefill", "moe_efficiency"): _inline(pre["moe_efficiency"], 3),
         **{("by_runtime", f'"{rt}"'): _inline(v, 1) for rt, v in fitted["speed"]["by_runtime"].items()},
     }
 

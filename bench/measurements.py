@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from advisor.catalog.load import load_catalog
@@ -71,6 +71,9 @@ MODELS.update({m: m for m in (  # the held-out rows already name catalog ids
     "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-coder-32b", "qwq-32b",
     "mistral-7b", "mistral-nemo-12b", "mistral-small-24b", "codestral-22b", "deepseek-r1-distill-qwen-7b",
     "deepseek-r1-distill-qwen-14b", "deepseek-r1-distill-qwen-32b")})
+BACKENDS = {"CUDA": "cuda", "Metal": "metal", "ROCm": "rocm", "Vulkan": "vulkan", "": ""}
+"""The CSV's backend column -> the GPU backend (GpuSpec.backend) a row ran; rows on other backends (CPU
+builds, SYCL, RPC) are not calibration rows."""
 RUNTIMES = {"llama.cpp": "llama.cpp", "exllamav2": "exllamav2"}
 """Source runtime name -> catalog runtime id, for the calibration rows."""
 HELDOUT_RUNTIMES = {**RUNTIMES, "ollama": "ollama", "mlx": "mlx", "rapid-mlx": "mlx", "vllm": "vllm"}
@@ -86,8 +89,11 @@ HELDOUT_DATASETS = frozenset({
 """2025-26 public measurements added after the speed tables were fitted (tests/data/speed_measurements.md,
 "2025-26 rows"), plus every `llmfit_community_*` dataset. Never fitted on: load_cases leaves them out and
 bench/accuracy.py scores today's rules/speed.toml on them (load_heldout) as an out-of-sample check."""
-SPEED_DATASETS = ("xiongjiedai_llama3", "cuda_scoreboard_15013", "apple_4167", "dgx_spark_bench")
-"""llama-bench tables: the speed fit and the headline error use these. Left out: the Dec 2023
+SPEED_DATASETS = ("xiongjiedai_llama3", "cuda_scoreboard_15013", "apple_4167", "dgx_spark_bench",
+                  "rocm_scoreboard_15021", "vulkan_scoreboard_10879", "vulkan_pr21024_3090", "rocm_pr26284_7900xtx",
+                  "rocm_pr18537_7900xtx")
+"""llama-bench tables: the speed fit and the headline error use these (the ROCm and Vulkan ones give those
+backend families their own fractions). Left out: the Dec 2023
 `./main` timings (row split, prompt-eval numbers that do not behave like llama-bench pp) and the
 MLC table whose llama.cpp column its own authors flag as broken (tests/data/speed_measurements.md)."""
 
@@ -112,7 +118,9 @@ class Case:
     """As the row ran: `on`/`off` where it says; `off` where it is blank (llama-bench's default until its
     2026 builds made it auto)."""
     depth: int = 0
-    """Tokens already in the context when the test starts (held-out decode rows after a real prompt)."""
+    """Tokens already in the context when the test starts (llama-bench `@ dN`, a decode after a real prompt)."""
+    backend: str = ""
+    """The backend the row ran (`cuda`, `metal`, `rocm`, `vulkan`); empty: not stated (the GPU's own)."""
 
     @property
     def ctx(self) -> int:
@@ -145,8 +153,7 @@ def load_cases(catalog: Catalog | None = None) -> list[Case]:
                 continue
             if row["runtime"] not in RUNTIMES or row["model"] not in MODELS or row["test"] not in ("pp", "tg"):
                 continue
-            if row["backend"] not in ("CUDA", "Metal", "") or not row["gpu_count"].isdigit() \
-                    or row["depth"] not in ("", "0"):
+            if row["backend"] not in BACKENDS or not row["gpu_count"].isdigit():
                 continue
             quant = QUANTS.get(row["quant"], row["quant"])
             gid = _gpu_id(catalog, row["gpu"])
@@ -166,7 +173,8 @@ def load_cases(catalog: Catalog | None = None) -> list[Case]:
                 model_id=MODELS[row["model"]], quant=quant, test=row["test"],
                 n_prompt=int(row["n_prompt"] or 0), n_gen=int(row["n_gen"] or 0) or (128 if row["test"] == "tg" else 0),
                 measured=measured, family="apple" if spec.vendor == "apple" else spec.arch, source=row["source_url"],
-                runtime=row["runtime"], flash_attn={"1": "on"}.get(row["flash_attn"], "off")))
+                runtime=row["runtime"], flash_attn={"1": "on"}.get(row["flash_attn"], "off"),
+                depth=int(row["depth"] or 0), backend=BACKENDS[row["backend"]]))
     return cases
 
 
@@ -194,8 +202,6 @@ def _heldout_case(catalog: Catalog, row: dict) -> Case | str:
     if runtime not in q.runtimes:
         return "quant not modelled for this runtime"
     depth = int(row["depth"] or 0)
-    if row["test"] == "pp" and depth:
-        return "prefill after a filled context"
     if row["test"] == "pp" and not row["n_prompt"]:
         return "prompt length not stated"
     spec = catalog.gpus[gid]
@@ -204,7 +210,8 @@ def _heldout_case(catalog: Catalog, row: dict) -> Case | str:
                 model_id=MODELS[row["model"]], quant=q.id, test=row["test"], n_prompt=int(row["n_prompt"] or 0),
                 n_gen=int(row["n_gen"] or 0) or (128 if row["test"] == "tg" else 0), measured=float(row["tokens_per_s"]),
                 family="apple" if spec.vendor == "apple" else spec.arch, source=row["source_url"], runtime=runtime,
-                depth=depth, flash_attn={"1": "on"}.get(row.get("flash_attn", ""), "off"))
+                depth=depth, flash_attn={"1": "on"}.get(row.get("flash_attn", ""), "off"),
+                backend=BACKENDS.get(row["backend"], ""))
 
 
 def load_heldout(catalog: Catalog | None = None) -> tuple[list[Case], dict[str, int], int]:
@@ -226,7 +233,12 @@ def load_heldout(catalog: Catalog | None = None) -> tuple[list[Case], dict[str, 
 
 
 def rig_for(catalog: Catalog, case: Case) -> Rig:
-    return rig_from_flags(catalog, [f"{case.gpu_count}x{case.gpu_id}"], ram=128)
+    """The row's GPUs with 128 GB of RAM, driven by the backend the row ran (a Vulkan build on any card)."""
+    rig = rig_from_flags(catalog, [f"{case.gpu_count}x{case.gpu_id}"], ram=128)
+    if not case.backend or all(g.spec.backend == case.backend for g in rig.gpus):
+        return rig
+    gpus = tuple(replace(g, spec=replace(g.spec, backend=case.backend)) for g in rig.gpus)
+    return replace(rig, gpus=gpus)
 
 
 def placer_for(catalog: Catalog, case: Case) -> Placer:

@@ -42,3 +42,19 @@ def test_every_heldout_row_is_scored_or_counted(catalog):
     assert len(h.rows) + sum(h.skipped.values()) == h.total == len(_heldout_rows())
     assert len(h.rows) >= 150
     assert all(h.model[id(r)] > 0 and h.naive[id(r)] > 0 for r in h.rows)
+
+
+# Reached on the 2025-26 rows, never fitted on (bench/accuracy.py --heldout): decode 14.8% median (target 15%);
+# prefill 89.0% (161% before issue 26; target 35%, not reached: AMD prefill of MoE models, and mid-2025 ROCm
+# builds on Strix Halo 3-7x slower than later builds of the same machine).
+HELDOUT_DECODE_MEDIAN_MAX = 0.15
+HELDOUT_PREFILL_MEDIAN_MAX = 0.90
+
+
+def test_heldout_errors_stay_where_they_are(catalog):
+    import statistics
+
+    h = held_out_2025([])
+    for test, bound in (("tg", HELDOUT_DECODE_MEDIAN_MAX), ("pp", HELDOUT_PREFILL_MEDIAN_MAX)):
+        errs = [abs(h.model[id(r)] / r.case.measured - 1) for r in h.rows if r.test == test]
+        assert len(errs) > 100 and statistics.median(errs) <= bound, (test, statistics.median(errs))

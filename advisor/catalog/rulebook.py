@@ -179,6 +179,11 @@ class DecodeRules(Record):
     """Fixed cost per token, microseconds."""
     cpu_efficiency: float
     """Achievable share of system-RAM bandwidth in CPU matrix-vector products."""
+    backend_efficiency: dict[str, float] = field(default_factory=dict)
+    """Achievable share of peak bandwidth per backend family (cuda, metal, rocm, vulkan, sycl): for a GPU whose
+    architecture has no fitted entry, or that runs another backend than its vendor's own (Vulkan)."""
+    cpu_gflops: float = 0.0
+    """CPU-only decode compute ceiling, GFLOP/s of matrix-vector work (0: bandwidth only)."""
 
 
 @record
@@ -192,6 +197,14 @@ class PrefillRules(Record):
     """Fixed cost per layer per prompt per backend, microseconds."""
     attention_efficiency: float
     """Achievable share of dense FP16 throughput in attention without flash attention."""
+    backend_efficiency: dict[str, float] = field(default_factory=dict)
+    """As DecodeRules.backend_efficiency, of dense FP16 tensor throughput."""
+    flash_attention_efficiency: dict[str, float] = field(default_factory=dict)
+    """Achievable share of dense FP16 throughput in fused (flash) attention, per backend (`default`: the
+    non-fused attention_efficiency)."""
+    moe_efficiency: dict[str, float] = field(default_factory=dict)
+    """Multiplier on the matrix throughput of a mixture-of-experts model's prompt processing per backend
+    (tokens spread over experts make small matrix products); missing: 1."""
     pipeline_microbatches: int
     """Micro-batches a batch is pipelined in across the GPUs of a layer split."""
     cpu_gflops: float
@@ -519,7 +532,10 @@ class SpeedBands(Record):
     min_rows: int = 0
     """Rows a kind needs for percentiles; fewer: "not measured"."""
     band: dict[str, SpeedBand] = field(default_factory=dict)
-    """By kind of answer (advisor.engine.speed.answer_kind)."""
+    """By pool: a kind of answer (advisor.engine.speed.answer_kind), a backend family, or all rows."""
+    p90_coverage_pct: dict[str, float] = field(default_factory=dict)
+    """Share of the 2025-26 held-out rows within the p90 band of their pool, each band built without the row's
+    source, percent, per test (`decode`, `prefill`)."""
 
 
 # --- rules/launch.toml -------------------------------------------------------------------------

@@ -31,9 +31,9 @@ def decode_seconds(sc: Scenario, placement: Placement, depth: int, streams: int 
     return step.total_s + (lt.decode_s if lt else 0.0)
 
 
-def prefill_seconds(sc: Scenario, placement: Placement, prompt_tokens: int) -> float:
-    """Seconds to prefill a prompt of `prompt_tokens`, the links' share included."""
-    pre = spd.prefill_time(sc, placement, prompt_tokens)
+def prefill_seconds(sc: Scenario, placement: Placement, prompt_tokens: int, depth: int = 0) -> float:
+    """Seconds to prefill a prompt of `prompt_tokens` after `depth` cached tokens, the links' share included."""
+    pre = spd.prefill_time(sc, placement, prompt_tokens, depth)
     lt = link_times(sc, placement, prompt_tokens, 1)
     return pre.total_s + (lt.prefill_s if lt else 0.0)
 
@@ -41,7 +41,8 @@ def prefill_seconds(sc: Scenario, placement: Placement, prompt_tokens: int) -> f
 def estimate_speed(sc: Scenario, placement: Placement) -> Speed:
     """Decode (empty and full context, and per stream under concurrency) and prefill speed of a placement."""
     rig, runtime, options, ctx = sc.rig, sc.runtime, sc.options, sc.ctx
-    band = spd.error_band(spd.answer_kind(placement, rig, sc.model, runtime), sc.rules)
+    band = spd.error_band(spd.answer_kind(placement, rig, sc.model, runtime), spd.answer_family(placement, rig),
+                          sc.rules)
     if not placement.runs:
         return Speed(None, None, None, None, None, basis="does not run on this rig", error_band=band)
     if not rig.speed_known:

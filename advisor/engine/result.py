@@ -29,9 +29,10 @@ class Finding(Record):
 class ErrorBand(Record):
     """How far off estimates of this kind of answer were on public measurements held out of the fit.
 
-    Percentiles of |predicted / measured - 1| over the rows of the same kind, each predicted by a fit
-    that did not see that row's source (rules/speed_bands.toml, written by bench/accuracy.py); None
-    where fewer than `min_rows` rows of the kind were measured."""
+    Percentiles of |predicted / measured - 1| over public rows predicted without their source
+    (rules/speed_bands.toml, written by bench/accuracy.py): the rows of the answer's own kind where
+    there are `min_rows` of them, else of its backend family, else all rows (`decode_pool` and
+    `prefill_pool` say which); None only where no pool has rows."""
 
     kind: str
     """Runtime x hardware x placement, e.g. `llama.cpp, NVIDIA, layer split`."""
@@ -42,16 +43,21 @@ class ErrorBand(Record):
     decode_p90_pct: float | None = None
     prefill_p50_pct: float | None = None
     prefill_p90_pct: float | None = None
+    decode_pool: str = ""
+    """The rows the decode band comes from: the kind itself, `<family> backend family`, or `all rows`."""
+    prefill_pool: str = ""
+    """The same for the prefill band."""
 
     @property
     def text(self) -> str:
-        def part(name: str, n: int, p50: float | None, p90: float | None) -> str:
+        def part(name: str, n: int, p50: float | None, p90: float | None, pool: str) -> str:
             if p50 is None or p90 is None:
-                return f"{name} not measured ({n} held-out rows of this kind, fewer than {self.min_rows})"
-            return f"{name} within {p50:g}% half the time, {p90:g}% nine times in ten ({n} rows)"
-        return (f"error on public measurements of this kind ({self.kind}), each predicted with its source "
-                f"held out of the fit: {part('decode', self.decode_rows, self.decode_p50_pct, self.decode_p90_pct)}; "
-                f"{part('prefill', self.prefill_rows, self.prefill_p50_pct, self.prefill_p90_pct)}")
+                return f"{name} not measured (no public rows)"
+            where = "of this kind" if pool == self.kind else f"pooled from {pool}, fewer than {self.min_rows} of this kind"
+            return f"{name} within {p50:g}% half the time, {p90:g}% nine times in ten ({n} rows {where})"
+        return (f"error on public measurements ({self.kind}), each predicted without its source in the fit: "
+                f"{part('decode', self.decode_rows, self.decode_p50_pct, self.decode_p90_pct, self.decode_pool)}; "
+                f"{part('prefill', self.prefill_rows, self.prefill_p50_pct, self.prefill_p90_pct, self.prefill_pool)}")
 
 
 @record

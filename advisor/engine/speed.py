@@ -6,8 +6,14 @@ plus a fixed cost per layer (kernel launches, synchronisation). Layer split adds
 times (they run in turn for one stream); tensor parallel takes the slowest shard plus the
 all-reduces. Offloaded weights are read at system-RAM bandwidth.
 
-Prefill time = 2 x active parameters x prompt tokens (+ attention) over the dense FP16 tensor
-throughput at the achievable fraction; offloaded weights cross PCIe once per micro-batch.
+Prefill time = 2 x active parameters x prompt tokens over the dense FP16 tensor throughput at the
+achievable fraction, plus the attention of the layers that attend (a sliding-window layer over at most
+its window; recurrent layers none) at the fused (flash) or plain attention fraction of the backend;
+offloaded weights cross PCIe once per micro-batch.
+
+Fractions are per GPU architecture where the architecture was measured on its vendor's own backend;
+otherwise per backend family (CUDA, Metal, ROCm, Vulkan, SYCL), so an AMD card on ROCm or any card on
+Vulkan is not given NVIDIA's fractions.
 
 The achievable fractions live in rules/speed.toml, fitted by bench/calibrate.py on
 tests/data/speed_measurements.csv; bench/accuracy.py prints the error they leave.
@@ -22,7 +28,9 @@ from advisor.catalog.rulebook import FixedCosts, Rulebook
 from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
 from advisor.engine.multinode import prefill_overlaps
+from advisor.engine.layers import RECURRENT, layer_kind
 from advisor.engine.placement import Placement
+from advisor.engine.placement.capacity import flash_attention_on
 from advisor.engine.result import ErrorBand
 from advisor.engine.rig import Rig, gpu_backend
 from advisor.engine.scenario import Scenario
@@ -42,8 +50,10 @@ class StepTimes(Record):
         return self.gpu_s + self.host_s + self.overhead_s
 
 
-def backend_of(gpu: GpuSpec, runtime: RuntimeSpec) -> str:
-    return gpu_backend(gpu)
+def backend_of(gpu: GpuSpec, runtime: RuntimeSpec | None = None) -> str:
+    """The backend family the GPU runs: its catalog entry's (`vulkan` for an iGPU llama.cpp drives through
+    Vulkan), else its vendor's own."""
+    return gpu.backend or gpu_backend(gpu)
 
 
 VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "apple": "Apple", "intel": "Intel"}
@@ -67,28 +77,94 @@ def answer_kind(placement: Placement, rig: Rig, model: ModelSpec, runtime: Runti
     return f"{who}, {VENDOR_NAMES.get(vendor, vendor)}, {where}"
 
 
-def error_band(kind: str, rules: Rulebook) -> ErrorBand:
-    """The held-out error of this kind of answer (rules/speed_bands.toml); "not measured" without one."""
+BACKEND_NAMES = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "metal": "Metal", "sycl": "SYCL", "cpu": "CPU"}
+ALL_ROWS = "all rows"
+
+
+def answer_family(placement: Placement, rig: Rig) -> str:
+    """The backend family an answer runs on (CUDA, ROCm, Vulkan, Metal, SYCL; CPU without a GPU)."""
+    if placement.strategy == "cpu_only" or not rig.gpus:
+        return "CPU"
+    backend = backend_of(rig.gpus[0].spec)
+    return BACKEND_NAMES.get(backend, backend)
+
+
+def band_pools(kind: str, family: str) -> tuple[str, str, str]:
+    """Where an answer's error band comes from, narrowest first: its kind, its backend family, all rows."""
+    return kind, f"{family} backend family", ALL_ROWS
+
+
+def error_band(kind: str, family: str, rules: Rulebook) -> ErrorBand:
+    """The held-out error of this kind of answer (rules/speed_bands.toml), pooled up to its backend family and
+    then to all rows where its own kind has fewer than `min_rows` rows."""
     bands = rules.speed_bands
-    b = bands.band.get(kind)
-    if b is None:
-        return ErrorBand(kind, 0, 0, bands.min_rows)
-    return ErrorBand(kind, b.decode_rows, b.prefill_rows, bands.min_rows, b.decode_p50_pct, b.decode_p90_pct,
-                     b.prefill_p50_pct, b.prefill_p90_pct)
+    got: dict[str, tuple] = {}
+    for test in ("decode", "prefill"):
+        for pool in band_pools(kind, family):
+            b = bands.band.get(pool)
+            if b is not None and getattr(b, f"{test}_p50_pct") is not None:
+                got[test] = (getattr(b, f"{test}_rows"), getattr(b, f"{test}_p50_pct"), getattr(b, f"{test}_p90_pct"),
+                             pool)
+                break
+    d = got.get("decode", (0, None, None, ""))
+    p = got.get("prefill", (0, None, None, ""))
+    return ErrorBand(kind, d[0], p[0], bands.min_rows, d[1], d[2], p[1], p[2], decode_pool=d[3], prefill_pool=p[3])
 
 
 def _lookup(table: dict, key: str, default_key: str = "default") -> float:
     return float(table.get(key, table[default_key]))
 
 
+def family_fraction(section, gpu: GpuSpec) -> float:
+    """The fitted fraction of peak for a GPU: its architecture's own where the architecture was measured on
+    its vendor's backend; else its backend family's (an architecture without enough rows, or a GPU driven
+    through another backend such as Vulkan); else the table's default."""
+    backend = backend_of(gpu)
+    if backend == gpu_backend(gpu) and gpu.arch in section.arch_efficiency:
+        return float(section.arch_efficiency[gpu.arch])
+    return float(section.backend_efficiency.get(backend, section.arch_efficiency["default"]))
+
+
 def decode_efficiency(gpu: GpuSpec, quant: QuantSpec, rules: Rulebook) -> float:
     s = rules.speed.decode
-    return _lookup(s.arch_efficiency, gpu.arch) * _lookup(s.kernel_factor, quant.kernel)
+    return family_fraction(s, gpu) * _lookup(s.kernel_factor, quant.kernel)
 
 
-def prefill_efficiency(gpu: GpuSpec, quant: QuantSpec, rules: Rulebook) -> float:
+def prefill_efficiency(gpu: GpuSpec, quant: QuantSpec, rules: Rulebook, moe: bool = False) -> float:
+    """Share of dense FP16 throughput in prompt processing; a MoE model's at its backend's MoE factor."""
     s = rules.speed.prefill
-    return _lookup(s.arch_efficiency, gpu.arch) * _lookup(s.kernel_factor, quant.kernel)
+    moe_factor = float(s.moe_efficiency.get(backend_of(gpu), s.moe_efficiency.get("default", 1.0))) if moe else 1.0
+    return family_fraction(s, gpu) * _lookup(s.kernel_factor, quant.kernel) * moe_factor
+
+
+def attention_efficiency(sc: Scenario, gpu: GpuSpec) -> float:
+    """Share of dense FP16 throughput in prompt attention: the backend's fused (flash) attention where it is
+    on, else the plain attention fraction."""
+    s = sc.rules.speed.prefill
+    if flash_attention_on(sc.runtime, sc.rig, sc.options) and s.flash_attention_efficiency:
+        return float(s.flash_attention_efficiency.get(backend_of(gpu), s.flash_attention_efficiency.get(
+            "default", s.attention_efficiency)))
+    return float(s.attention_efficiency)
+
+
+def attention_flops(model: ModelSpec, prompt_tokens: int, depth: int = 0) -> float:
+    """FLOPs of a prompt's attention: 2 x heads x head_dim per query-key pair for QK^T and as many for PV, over
+    the pairs a causal prompt forms (each new token sees `depth` cached tokens and the prompt before it), on
+    the layers that keep a KV cache (a hybrid model's recurrent layers do no quadratic attention); a
+    sliding-window (or chunked) layer sees at most its window."""
+    n = prompt_tokens
+    attn_layers = sum(1 for il in range(model.layers) if layer_kind(model, il) != RECURRENT and
+                      (not model.layer_pattern or model.layer_pattern[il] == "a"))
+    window = model.attention_chunk_size or model.sliding_window
+    local = min(model.sliding_window_layers, attn_layers) if window else 0
+
+    def pairs(w: int) -> float:
+        if not w:
+            return n * depth + n * n / 2
+        below = min(n, max(w - depth, 0))  # tokens that still see fewer than w keys
+        return below * depth + below * below / 2 + (n - below) * w
+
+    return 4 * model.attention_heads * model.head_dim * ((attn_layers - local) * pairs(0) + local * pairs(window))
 
 
 def active_fraction(model: ModelSpec, streams: int = 1) -> float:
@@ -190,29 +266,29 @@ class _PrefillTerms(NamedTuple):
     micro_batches: int
 
 
-def _prefill_terms(sc: Scenario, prompt_tokens: int) -> _PrefillTerms:
+def _prefill_terms(sc: Scenario, prompt_tokens: int, depth: int = 0) -> _PrefillTerms:
     s, model, rules = sc.rules.speed.prefill, sc.model, sc.rules
     backend = backend_of(sc.rig.gpus[0].spec, sc.runtime) if sc.rig.gpus else "cpu"
     return _PrefillTerms(
         prompt_tokens=prompt_tokens,
         active_params=model.params_active - model.vocab_size * model.hidden_size,
-        attn_flops=2 * model.attention_heads * model.head_dim * prompt_tokens ** 2 * model.layers,
+        attn_flops=attention_flops(model, prompt_tokens, depth),
         per_layer_s=_lookup(s.per_layer_us, backend) * 1e-6,
         launch_s=_lookup(rules.speed.decode.per_layer_us, backend) * 1e-6,
         step_s=float(rules.speed.decode.per_token_us) * 1e-6,
         micro_batches=max(1, -(-prompt_tokens // sc.runtime.ubatch)))
 
 
-def prefill_time(sc: Scenario, placement: Placement, prompt_tokens: int) -> StepTimes:
-    """Seconds to process a prompt of `prompt_tokens` tokens.
+def prefill_time(sc: Scenario, placement: Placement, prompt_tokens: int, depth: int = 0) -> StepTimes:
+    """Seconds to process a prompt of `prompt_tokens` tokens after `depth` tokens already in the cache.
 
-    Each GPU does 2 x (its share of the active parameters) FLOPs per token in matrix products and
-    2 x heads x head_dim x tokens^2 per layer in attention (fitted separately: without flash
-    attention llama.cpp's attention runs slower than its matrix products). The prompt is cut into
+    Each GPU does 2 x (its share of the active parameters) FLOPs per token in matrix products and its
+    share of the attention FLOPs (`attention_flops`; fitted separately per backend, fused or not: without
+    flash attention llama.cpp's attention runs slower than its matrix products). The prompt is cut into
     micro-batches; with a layer split llama.cpp pipelines the micro-batches of one batch across
     the GPUs, so they overlap instead of waiting for each other.
     """
-    t = _prefill_terms(sc, prompt_tokens)
+    t = _prefill_terms(sc, prompt_tokens, depth)
     if any(d.split_bytes for d in placement.devices):
         return StepTimes(_row_split_prefill_s(sc, placement, t), 0.0, 0.0)
     layout = placement.layout or sc.layout
@@ -225,8 +301,9 @@ def prefill_time(sc: Scenario, placement: Placement, prompt_tokens: int) -> Step
         share = 1 / len(placement.devices) if placement.strategy == "tensor_parallel" else \
             (d.weights_bytes / total_w if total_w else 0.0)
         peak = g.fp16_tflops * 1e12
-        compute = (2 * t.active_params * share * prompt_tokens / (peak * prefill_efficiency(g, quant, sc.rules))
-                   + t.attn_flops * share / (peak * float(sc.rules.speed.prefill.attention_efficiency)))
+        compute = (2 * t.active_params * share * prompt_tokens / (peak * prefill_efficiency(g, quant, sc.rules,
+                                                                                             sc.model.is_moe))
+                   + t.attn_flops * share / (peak * attention_efficiency(sc, g)))
         # floor: each micro-batch reads the device's weights at least once and launches every layer's
         # kernels, which a decode step measures (the decode per-layer cost)
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, sc.rules)
@@ -275,14 +352,14 @@ def _row_split_prefill_s(sc: Scenario, placement: Placement, t: _PrefillTerms) -
     quant, rules, model = sc.quant, sc.rules, sc.model
     split_w = sum(d.split_bytes for d in placement.devices)
     split_params = min(split_w / max(quant.bits_per_weight / 8, 1e-9), t.active_params)
-    attn_eff = float(rules.speed.prefill.attention_efficiency)
     split_t, own_t = 0.0, 0.0
     for i, d in enumerate(placement.devices):
         if d.total_bytes == 0:
             continue
         g = sc.rig.gpus[i].spec
         peak = g.fp16_tflops * 1e12
-        eff = prefill_efficiency(g, quant, rules)
+        eff = prefill_efficiency(g, quant, rules, model.is_moe)
+        attn_eff = attention_efficiency(sc, g)
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
         layers = d.layers / max(model.layers, 1)
         split_t = max(split_t, max(2 * split_params * (d.split_bytes / split_w) * t.prompt_tokens / (peak * eff),

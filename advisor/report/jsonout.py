@@ -10,10 +10,12 @@ from advisor.engine.result import SCHEMA_VERSION, ErrorBand, Report
 
 
 def error_band_json(b: ErrorBand) -> dict[str, Any]:
-    """`speed.error_band`: the kind, its row counts, and p50/p90 per test or "not measured"."""
+    """`speed.error_band`: the kind, the pool each band comes from (the kind, its backend family or all rows), its
+    row counts, and p50/p90 per test or "not measured"."""
     def part(p50: float | None, p90: float | None) -> dict[str, float] | str:
         return "not measured" if p50 is None or p90 is None else {"p50_pct": p50, "p90_pct": p90}
     return {"kind": b.kind, "n": {"decode": b.decode_rows, "prefill": b.prefill_rows}, "min_rows": b.min_rows,
+            "pool": {"decode": b.decode_pool, "prefill": b.prefill_pool},
             "decode": part(b.decode_p50_pct, b.decode_p90_pct),
             "prefill": part(b.prefill_p50_pct, b.prefill_p90_pct),
             "text": b.text}
