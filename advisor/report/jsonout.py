@@ -4,7 +4,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a faster start)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 from advisor.engine.result import SCHEMA_VERSION, ErrorBand, Report
 
@@ -36,10 +36,8 @@ def calibration_json(r: Report) -> dict[str, Any]:
 
 
 def check_json(r: Report) -> dict[str, Any]:
-    p = r.placement
-    mem_w = sum(d.weights_bytes for d in p.devices) + p.host.weights_bytes
-    mem_kv = sum(d.kv_cache_bytes for d in p.devices) + p.host.kv_cache_bytes
-    mem_o = sum(d.overhead_bytes for d in p.devices) + p.host.overhead_bytes
+    """The contract's `check` answer (../shared/docs/contract.md): the sections every answer has, then those
+    only some answers have (OPTIONAL_SECTIONS), in that order."""
     out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "model": {"id": r.model.id, "name": r.model.name, "params_total": r.model.params_total,
@@ -55,36 +53,10 @@ def check_json(r: Report) -> dict[str, Any]:
         "rig": rig_json(r),
         "fits": r.fits,
         "runs": r.runs,
-        "placement": {
-            "strategy": p.strategy,
-            "devices": [
-                {"device": d.device, "name": d.name, "weights_bytes": d.weights_bytes,
-                 "kv_cache_bytes": d.kv_cache_bytes, "overhead_bytes": d.overhead_bytes,
-                 "total_bytes": d.total_bytes, "capacity_bytes": d.capacity_bytes, "layers": d.layers,
-                 "holds_output": d.holds_output}
-                for d in p.devices
-            ],
-            "offloaded_bytes": p.offloaded_bytes,
-            "host": {"weights_bytes": p.host.weights_bytes, "kv_cache_bytes": p.host.kv_cache_bytes,
-                     "total_bytes": p.host.total_bytes, "capacity_bytes": p.host.capacity_bytes},
-            "gpu_layers": p.gpu_layers,
-            "cpu_expert_layers": p.cpu_expert_layers,
-            "problem": p.problem or None,
-        },
-        "memory": {"weights_bytes": mem_w, "kv_cache_bytes": mem_kv, "overhead_bytes": mem_o,
-                   "total_bytes": mem_w + mem_kv + mem_o},
+        "placement": placement_json(r.placement),
+        "memory": memory_json(r.placement),
         "max_context_tokens": r.max_context_tokens,
-        "speed": {
-            "decode_tokens_per_s": r.speed.decode_tokens_per_s,
-            "prefill_tokens_per_s": r.speed.prefill_tokens_per_s,
-            "prompt_tokens": r.options.prompt_tokens,
-            "decode_at_context_tokens_per_s": r.speed.decode_at_ctx_tokens_per_s,
-            "aggregate_decode_tokens_per_s": r.speed.aggregate_decode_tokens_per_s,
-            "per_stream_decode_tokens_per_s": r.speed.per_stream_decode_tokens_per_s,
-            "basis": r.speed.basis,
-            "error_band": error_band_json(r.speed.error_band),
-            **calibration_json(r),
-        },
+        "speed": speed_json(r),
         "interconnect": {
             "nvlink": r.interconnect.nvlink,
             "link_time_share": r.interconnect.link_time_share,
@@ -94,50 +66,114 @@ def check_json(r: Report) -> dict[str, Any]:
         },
         "findings": [{"code": f.code, "severity": f.severity, "message": f.message} for f in r.findings],
     }
-    if r.policy is not None:
-        out["choice"] = {"why": r.choice_why or None, "policy": r.policy.text,
-                         "target_tokens_per_s": r.policy.target_tokens_per_s,
-                         "target_context_tokens": r.policy.target_context, "quality_floor": r.policy.floor.text}
-    if r.training is None:
-        out["choices"] = [choice_json(c) for c in r.choices]
-    if r.launch is not None:
-        lc = r.launch
-        out["launch"] = {"command": lc.command or None, "runtime": lc.runtime, "launcher": lc.launcher,
-                         "env": {k: v for k, v in lc.env}, "modelfile": lc.modelfile or None}
-        if lc.note:
-            out["launch"]["note"] = lc.note
-        if lc.nodes:
-            out["launch"]["order"] = lc.order
-            out["launch"]["nodes"] = [{"node": n.node, "host": n.host, "role": n.role, "command": n.commands[-1],
-                                       "commands": list(n.commands)} for n in lc.nodes]
-            from advisor.engine.launch import launch_steps
-
-            out["launch"]["steps"] = [{"node": n.node, "host": n.host, "command": c} for n, c in launch_steps(lc)]
-    if r.options.command_notes:
-        out["command_notes"] = list(r.options.command_notes)
-    if r.serving is not None:
-        out["serving"] = serving_json(r)
-    if r.vision is not None:
-        out["vision"] = vision_json(r)
-    if r.split_choices:  # llama.cpp on several GPUs: -sm layer vs -sm tensor (SPL002)
-        out["split_choices"] = [
-            {"split": s.split, "runs": s.runs, "fits": s.fits, "decode_tokens_per_s": s.decode_tokens_per_s,
-             "prefill_tokens_per_s": s.prefill_tokens_per_s, "link_time_share": s.link_time_share,
-             "nvlink_speedup": s.nvlink_speedup, "problem": s.problem or None}
-            for s in r.split_choices]
-    if r.refusal:
-        out["refusal"] = r.refusal
-    if r.training is not None:
-        t = r.training
-        out["training"] = {
-            "workload": t.workload, "strategy": t.strategy, "per_gpu_bytes": t.per_gpu_bytes,
-            "weights_bytes": t.weights_bytes, "gradients_bytes": t.gradients_bytes,
-            "optimizer_bytes": t.optimizer_bytes, "activations_bytes": t.activations_bytes, "fits": t.fits,
-            "step_compute_s": t.step_compute_s, "step_comm_s": t.step_comm_s, "tokens_per_s": t.tokens_per_s,
-            "basis": t.basis, "capacity_bytes": t.capacity_bytes, "trainable_params": t.trainable_params,
-            "sharding": t.sharding, "assumptions": {k: v for k, v in t.assumptions},
-        }
+    for key, section in OPTIONAL_SECTIONS:
+        value = section(r)
+        if value is not None:
+            out[key] = value
     return out
+
+
+def placement_json(p: Any) -> dict[str, Any]:
+    return {
+        "strategy": p.strategy,
+        "devices": [
+            {"device": d.device, "name": d.name, "weights_bytes": d.weights_bytes,
+             "kv_cache_bytes": d.kv_cache_bytes, "overhead_bytes": d.overhead_bytes,
+             "total_bytes": d.total_bytes, "capacity_bytes": d.capacity_bytes, "layers": d.layers,
+             "holds_output": d.holds_output}
+            for d in p.devices
+        ],
+        "offloaded_bytes": p.offloaded_bytes,
+        "host": {"weights_bytes": p.host.weights_bytes, "kv_cache_bytes": p.host.kv_cache_bytes,
+                 "total_bytes": p.host.total_bytes, "capacity_bytes": p.host.capacity_bytes},
+        "gpu_layers": p.gpu_layers,
+        "cpu_expert_layers": p.cpu_expert_layers,
+        "problem": p.problem or None,
+    }
+
+
+def memory_json(p: Any) -> dict[str, int]:
+    """The placement's bytes summed over its devices and the host."""
+    w = sum(d.weights_bytes for d in p.devices) + p.host.weights_bytes
+    kv = sum(d.kv_cache_bytes for d in p.devices) + p.host.kv_cache_bytes
+    o = sum(d.overhead_bytes for d in p.devices) + p.host.overhead_bytes
+    return {"weights_bytes": w, "kv_cache_bytes": kv, "overhead_bytes": o, "total_bytes": w + kv + o}
+
+
+def speed_json(r: Report) -> dict[str, Any]:
+    return {
+        "decode_tokens_per_s": r.speed.decode_tokens_per_s,
+        "prefill_tokens_per_s": r.speed.prefill_tokens_per_s,
+        "prompt_tokens": r.options.prompt_tokens,
+        "decode_at_context_tokens_per_s": r.speed.decode_at_ctx_tokens_per_s,
+        "aggregate_decode_tokens_per_s": r.speed.aggregate_decode_tokens_per_s,
+        "per_stream_decode_tokens_per_s": r.speed.per_stream_decode_tokens_per_s,
+        "basis": r.speed.basis,
+        "error_band": error_band_json(r.speed.error_band),
+        **calibration_json(r),
+    }
+
+
+def choice_policy_json(r: Report) -> dict[str, Any] | None:
+    if r.policy is None:
+        return None
+    return {"why": r.choice_why or None, "policy": r.policy.text, "target_tokens_per_s": r.policy.target_tokens_per_s,
+            "target_context_tokens": r.policy.target_context, "quality_floor": r.policy.floor.text}
+
+
+def launch_json(r: Report) -> dict[str, Any] | None:
+    lc = r.launch
+    if lc is None:
+        return None
+    out: dict[str, Any] = {"command": lc.command or None, "runtime": lc.runtime, "launcher": lc.launcher,
+                           "env": {k: v for k, v in lc.env}, "modelfile": lc.modelfile or None}
+    if lc.note:
+        out["note"] = lc.note
+    if lc.nodes:
+        from advisor.engine.launch import launch_steps
+
+        out["order"] = lc.order
+        out["nodes"] = [{"node": n.node, "host": n.host, "role": n.role, "command": n.commands[-1],
+                         "commands": list(n.commands)} for n in lc.nodes]
+        out["steps"] = [{"node": n.node, "host": n.host, "command": c} for n, c in launch_steps(lc)]
+    return out
+
+
+def split_choices_json(r: Report) -> list[dict[str, Any]] | None:
+    """llama.cpp on several GPUs: -sm layer against -sm tensor (SPL002)."""
+    if not r.split_choices:
+        return None
+    return [{"split": s.split, "runs": s.runs, "fits": s.fits, "decode_tokens_per_s": s.decode_tokens_per_s,
+             "prefill_tokens_per_s": s.prefill_tokens_per_s, "link_time_share": s.link_time_share,
+             "nvlink_speedup": s.nvlink_speedup, "problem": s.problem or None} for s in r.split_choices]
+
+
+def training_json(r: Report) -> dict[str, Any] | None:
+    t = r.training
+    if t is None:
+        return None
+    return {
+        "workload": t.workload, "strategy": t.strategy, "per_gpu_bytes": t.per_gpu_bytes,
+        "weights_bytes": t.weights_bytes, "gradients_bytes": t.gradients_bytes,
+        "optimizer_bytes": t.optimizer_bytes, "activations_bytes": t.activations_bytes, "fits": t.fits,
+        "step_compute_s": t.step_compute_s, "step_comm_s": t.step_comm_s, "tokens_per_s": t.tokens_per_s,
+        "basis": t.basis, "capacity_bytes": t.capacity_bytes, "trainable_params": t.trainable_params,
+        "sharding": t.sharding, "assumptions": {k: v for k, v in t.assumptions},
+    }
+
+
+OPTIONAL_SECTIONS: tuple[tuple[str, Callable[[Report], Any]], ...] = (
+    ("choice", choice_policy_json),
+    ("choices", lambda r: [choice_json(c) for c in r.choices] if r.training is None else None),
+    ("launch", launch_json),
+    ("command_notes", lambda r: list(r.options.command_notes) or None),
+    ("serving", lambda r: serving_json(r) if r.serving is not None else None),
+    ("vision", lambda r: vision_json(r) if r.vision is not None else None),
+    ("split_choices", split_choices_json),
+    ("refusal", lambda r: r.refusal or None),
+    ("training", training_json),
+)
+"""The sections only some answers have, each with what makes it (None: the answer has no such section)."""
 
 
 def choice_json(c: Any) -> dict[str, Any]:
