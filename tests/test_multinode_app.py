@@ -46,7 +46,7 @@ async def test_the_readme_two_machine_rig_runs_in_the_app_with_a_launch_per_mach
         text = panel_text(app, "sec-launch")
         host = rig.node(1).host
         assert f"--rpc {host}:50052" in text
-        assert f"machine 1 ({host}): rpc-server -H 0.0.0.0 -p 50052 -c" in text
+        assert f"machine 1 ({host}):\n       rpc-server -H 0.0.0.0 -p 50052 -c" in text  # the command under its machine
         assert text.index("rpc-server") < text.index("serves the model")  # the other machine starts first
         findings = panel_text(app, "sec-findings")
         assert "NET001" in findings and "NVL005" in findings

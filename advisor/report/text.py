@@ -188,9 +188,9 @@ def run_it_lines(r: Report) -> tuple[str, ...]:
     if lc.nodes and lc.command:
         from advisor.engine.launch import launch_steps
 
-        return (lc.command, f"on {len(lc.nodes)} machines, in this order:",
-                *(f"  {k}. machine {n.node} ({n.host}{', serves the model' if n.role == 'head' else ''}): {c}"
-                  for k, (n, c) in enumerate(launch_steps(lc), 1)))
+        steps = [(f"  {k}. machine {n.node} ({n.host}{', serves the model' if n.role == 'head' else ''}):",
+                  f"       {c}") for k, (n, c) in enumerate(launch_steps(lc), 1)]
+        return (lc.command, f"on {len(lc.nodes)} machines, in this order:", *(x for step in steps for x in step))
     return (lc.command,) if lc.command else (lc.note,)
 
 
@@ -256,15 +256,25 @@ def _wrapped(lines: list[str], width: int | None) -> list[str]:
 
 
 def _section_lines(r: Report, sec: Section, width: int | None) -> list[str]:
-    """A section's notes, two spaces in; the launch command continued with a backslash rather than cut."""
-    command = r.launch.command if sec.title == "Run it" and r.launch is not None else None
+    """A section's notes, two spaces in; the launch commands (each machine's too) continued with a backslash
+    rather than cut, at their own indent."""
+    commands = _commands(r) if sec.title == "Run it" else set()
     out = []
     for line in sec.lines:
-        if width is not None and command and line == command:
-            out += shell_lines(line, width)
+        if width is not None and line.strip() in commands:
+            out += shell_lines(line.strip(), width, 2 + len(line) - len(line.lstrip()))
         else:
             out += _wrapped([f"  {line}"], width)
     return out
+
+
+def _commands(r: Report) -> set[str]:
+    lc = r.launch
+    if lc is None:
+        return set()
+    from advisor.engine.launch import launch_steps
+
+    return {lc.command, *(c for _, c in launch_steps(lc))} - {""}
 
 
 def _table(rows: list[tuple[str, ...]], width: int | None = None) -> list[str]:
