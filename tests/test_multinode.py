@@ -116,6 +116,15 @@ def test_rpc_prefill_does_not_overlap_across_machines(catalog):
     assert r.speed.prefill_tokens_per_s < one.speed.prefill_tokens_per_s
 
 
+def test_llama_cpp_tensor_split_stays_inside_one_machine(catalog):
+    """-sm tensor's meta device spans a machine's own GPUs, not RPC devices: across machines it is refused with
+    the way that runs (layer), and the split choice (SPL002) does not offer it as a speed-up."""
+    r = _answer(catalog, _rig(catalog), "llama-3.1-70b", quant="Q4_K_M", split="tensor")
+    assert not r.runs and "one machine" in r.placement.problem and "--split layer" in r.placement.problem
+    layer = _answer(catalog, _rig(catalog), "llama-3.1-70b", quant="Q4_K_M")
+    assert layer.runs and {s.split: s.runs for s in layer.split_choices}.get("tensor") in (None, False)
+
+
 def test_exo_prices_its_tensor_sharding_as_tensor_parallel(catalog):
     macs = {"rig": {"network": "thunderbolt5-rdma"}, "gpu": [{"id": "m3-ultra-512gb", "node": 0},
                                                                {"id": "m3-ultra-512gb", "node": 1}]}

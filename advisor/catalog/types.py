@@ -363,6 +363,8 @@ class MultiNode(Record):
     example) or `pipeline` (one pipeline stage per machine: exo's default)."""
     tensor: bool = False
     """`--split tensor` runs tensor parallel across machines (exo's Tensor sharding)."""
+    tensor_basis: str = ""
+    """Where it says whether `--split tensor` spans machines."""
     protocol: str = ""
     """How machines talk: a rules/interconnect.toml [protocol] key (messages per hop and per all-reduce)."""
     port: int = 0

@@ -21,6 +21,9 @@ def tensor_refusal(p: PlacerBase) -> str:
                 if fnmatchcase(m.id.lower(), pattern)), "")
     if why:
         return f"{rt.name} --split-mode tensor does not run {m.name}: {why}; use --split layer"
+    if p.rig.nodes > 1 and not rt.multinode.tensor:
+        return (f"{rt.name} --split-mode tensor runs over the GPUs of one machine, not across machines "
+                f"({rt.multinode.tensor_basis}); across machines use --split layer")
     other = sorted({gpu_backend(g.spec) for g in p.rig.gpus} - set(rt.tensor_backends)) if rt.tensor_backends \
         else []
     if other:
