@@ -31,10 +31,11 @@ MEDIAN_ABS_ERR_MAX = 0.149
 WITHIN_25PCT_MIN = 8
 # vLLM's "Output token throughput" (what the clients received per second, first tokens' waits included)
 OUTPUT_THROUGHPUT_MEDIAN_MAX = 0.177
-# median TTFT: short of issue 27's 30%: the H100 source's chat endpoint takes ~60 ms for a 233-token prompt the
-# advisor prefills in 18 ms (nothing in its arithmetic is a per-request HTTP/template cost, and no cited
-# figure gives one), and the 2x A6000's 128- and 256-stream queues wait longer than Little's law gives
-TTFT_MEDIAN_MAX = 0.467
+# median TTFT (issue 27: 30%): 23% reached; a new prompt waits out the step under way, then rides a step with the
+# running requests' decode tokens. Still off: the H100 source's chat endpoint (-70..-46%: 60 ms at one stream for
+# a 233-token prompt the advisor prefills in 18 ms; SGLang's median on the same bench is 27 ms) and the 2x A6000's
+# 256 streams (-81%: a pool filled near its end by ShareGPT's spread of lengths queues requests)
+TTFT_MEDIAN_MAX = 0.235
 
 
 def _source(r: dict) -> str:
@@ -109,31 +110,30 @@ def test_time_to_first_token_out_of_sample(catalog):
     assert _median_err(catalog, "median_ttft_ms", lambda s: 1000 * s.ttft_p50_s) <= TTFT_MEDIAN_MAX
 
 
-MOE = list(csv.DictReader((DATA.parent / "vllm_moe_tp_sweeps.csv").open(encoding="utf-8")))
+def _ttft_rows(catalog, **kw):
+    rig = rig_from_flags(catalog, ["rtx-4090"])
+    opts = Options(runtime="vllm", quant="BF16", ctx=8192, output_tokens=200, **kw)
+    return evaluate(catalog, rig, catalog.models["qwen2.5-7b"], opts).serving
 
 
-def _moe(catalog, r: dict):
-    tp = int(r["tensor_parallel"])
-    rig = rig_from_flags(catalog, [f"{tp}x{r['gpu']}" if tp > 1 else r["gpu"]])
-    opts = Options(runtime="vllm", ctx=int(r["max_model_len"]), prompt_tokens=int(r["input_tokens"]),
-                   output_tokens=int(r["output_tokens"]), concurrency=int(r["num_prompts"]),
-                   tensor_parallel=tp if tp > 1 else None)
-    return evaluate(catalog, rig, catalog.models[r["model"]], opts).serving
+def test_a_new_prompt_waits_out_the_step_under_way_then_rides_with_the_decodes(catalog):
+    """A closed loop's new prompt arrives just after a step end (its client's last request finished there), so
+    it waits a whole decode step, then its prefill runs in a step beside the other requests' decode tokens; one
+    client alone is only its prefill."""
+    one = _ttft_rows(catalog, prompt_tokens=200, concurrency=1)
+    assert one.ttft_p50_s == one.ttft_s
+    many = _ttft_rows(catalog, prompt_tokens=200, concurrency=8)
+    step = 1 / many.per_stream_decode_tokens_per_s
+    assert many.ttft_p50_s >= many.ttft_s + step - 0.001  # rounded to the millisecond
+    assert many.ttft_p50_s <= many.ttft_s * 1.5 + step
 
 
-@pytest.mark.parametrize("r", MOE, ids=lambda r: f"{r['gpu']}-tp{r['tensor_parallel']}")
-def test_moe_under_tensor_parallel_out_of_sample(catalog, r):
-    """gpt-oss-120b (4 of 128 experts) at 1000 requests: a step reads the union of the experts its tokens
-    choose and each token multiplies only its own. Where the requests queue behind --max-num-seqs (a steady
-    stream: the A100 rows) the median TPOT is within 20%. Where the runtime's cap holds the whole burst (the
-    H100 rows) the TPOT is not a steady-state figure and is not met (predicted 2-2.7x slower per stream: vLLM
-    ran ~140-400 at once, not the pool's fill); what the clients received is within 27% there
-    (tests/data/vllm_moe_tp_sweeps.md)."""
-    s = _moe(catalog, r)
-    if s.running == s.max_num_seqs < int(r["num_prompts"]):
-        err, bound = float(r["median_tpot_ms"]) / (1000 / s.per_stream_decode_tokens_per_s) - 1, 0.20
-    else:
-        # 0.27: h100 tp1 went from +22.7% to +26.5% when issue 26 refitted the llama.cpp speed tables
-        err, bound = s.output_tokens_per_s / float(r["output_tok_s"]) - 1, 0.27
-    print(f"{r['gpu']} tp{r['tensor_parallel']}: {err:+.1%}")
-    assert abs(err) <= bound
+def test_a_prompt_longer_than_the_step_budget_takes_a_step_per_chunk(catalog):
+    """--max-num-batched-tokens 128 with 7 other requests decoding: a 2,000-token prompt goes through in
+    ceil(2000 / 121) = 17 steps, each at least a decode step (it reads the weights once more); with a budget
+    that holds the whole prompt it is one compute-bound step."""
+    s = _ttft_rows(catalog, prompt_tokens=2000, concurrency=8, max_num_batched_tokens=128)
+    step = 1 / s.per_stream_decode_tokens_per_s
+    assert s.ttft_p50_s >= step + 17 * step - 0.001  # rounded to the millisecond
+    big = _ttft_rows(catalog, prompt_tokens=2000, concurrency=8, max_num_batched_tokens=8192)
+    assert big.ttft_p50_s < s.ttft_p50_s  # the same FLOPs; the weights read once instead of 17 times
