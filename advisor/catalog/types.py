@@ -144,6 +144,9 @@ class RecurrentSpec(Record):
     """State per channel (Mamba `d_state`; Gated DeltaNet key head size)."""
     group_count: int = 0
     """B/C groups (Mamba2 `n_groups`; Gated DeltaNet key heads; 0 for Mamba 1)."""
+    scan_bytes: float = 0.0
+    """Bytes of one scan-state value where the config fixes its dtype (`mamba_ssm_dtype`: float32 -> 4 in every
+    Qwen3.5 / 3.6 config); 0: the runtime's own (vLLM keeps it in the model's dtype)."""
 
     @property
     def elements(self) -> int:
