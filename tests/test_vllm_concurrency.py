@@ -106,6 +106,15 @@ def test_output_throughput_out_of_sample(catalog):
     assert _median_err(catalog, "output_tok_s", lambda s: s.output_tokens_per_s) <= OUTPUT_THROUGHPUT_MEDIAN_MAX
 
 
+def test_aggregate_decode_out_of_sample(catalog):
+    """Issue 27's aggregate decode (target: median within 20%): the streams together, measured as clients /
+    median TPOT (every client runs: `_serving` asserts it), predicted `aggregate_decode_tokens_per_s`."""
+    def measured(r: dict) -> float:
+        return int(r["concurrency"]) * 1000 / float(r["median_tpot_ms"])
+    errs = [abs(_serving(catalog, r).aggregate_decode_tokens_per_s / measured(r) - 1) for r in ROWS]
+    assert statistics.median(errs) <= MEDIAN_ABS_ERR_MAX
+
+
 def test_time_to_first_token_out_of_sample(catalog):
     assert _median_err(catalog, "median_ttft_ms", lambda s: 1000 * s.ttft_p50_s) <= TTFT_MEDIAN_MAX
 
