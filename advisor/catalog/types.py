@@ -548,6 +548,9 @@ class RuntimeSpec(Record):
     """The grouped pool keeps chunked-local layers to their chunk (False: it counts them as full attention)."""
     kv_groups_basis: str = ""
     """Where the grouped-pool constants come from."""
+    prefill_beside_decode: bool = True
+    """A new prompt's chunks run in the same step as the running requests' decode tokens (vLLM's scheduler);
+    False: in a prefill step of their own (SGLang without --enable-mixed-chunk)."""
     pipeline_split: str = "memory"
     """How a layer (pipeline) split cuts the layers: `memory` (in proportion to each GPU's memory, llama.cpp)
     or `even` (equal stages, vLLM's pipeline parallel: the smallest card's stage decides)."""

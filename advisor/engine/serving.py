@@ -189,11 +189,13 @@ def _ttft_p50(sc: Scenario, placement: Placement, times: tuple[float, float], kv
     alone_s, step_s = times
     prefill = alone_s
     if running > 1:
-        others = running - 1
+        # a runtime that prefills in steps of their own (SGLang) computes only the prompt's chunk there
+        others = running - 1 if sc.runtime.prefill_beside_decode else 0
         room = max(_step_budget(sc) - others, 1)
         chunk = min(sc.options.prompt_tokens, room)
         chunks = -(-sc.options.prompt_tokens // room)
-        carrying = spd.decode_step(sc, placement, kv_depth_bytes=kv, streams=running, tokens=others + chunk)
+        carrying = spd.decode_step(sc, placement, kv_depth_bytes=kv if others else None, streams=max(others, 1),
+                                   tokens=others + chunk)
         lt = link_times(sc, placement, chunk, others + chunk)  # its all-reduces carry every token it computes
         prefill = step_s + max(alone_s, chunks * (carrying.total_s + (lt.decode_s if lt else 0.0)))
     waiting = max(sc.options.concurrency - running, 0)
