@@ -31,10 +31,11 @@ MEDIAN_ABS_ERR_MAX = 0.149
 WITHIN_25PCT_MIN = 8
 # vLLM's "Output token throughput" (what the clients received per second, first tokens' waits included)
 OUTPUT_THROUGHPUT_MEDIAN_MAX = 0.177
-# median TTFT: short of issue 27's 30%: the H100 source's chat endpoint takes ~60 ms for a 233-token prompt the
-# advisor prefills in 18 ms (nothing in its arithmetic is a per-request HTTP/template cost, and no cited
-# figure gives one), and the 2x A6000's 128- and 256-stream queues wait longer than Little's law gives
-TTFT_MEDIAN_MAX = 0.467
+# median TTFT (issue 27: 30%): 23% reached; a new prompt waits out the step under way, then rides a step with the
+# running requests' decode tokens. Still off: the H100 source's chat endpoint (-70..-46%: 60 ms at one stream for
+# a 233-token prompt the advisor prefills in 18 ms; SGLang's median on the same bench is 27 ms) and the 2x A6000's
+# 256 streams (-81%: a pool filled near its end by ShareGPT's spread of lengths queues requests)
+TTFT_MEDIAN_MAX = 0.235
 
 
 def _source(r: dict) -> str:
@@ -105,8 +106,66 @@ def test_output_throughput_out_of_sample(catalog):
     assert _median_err(catalog, "output_tok_s", lambda s: s.output_tokens_per_s) <= OUTPUT_THROUGHPUT_MEDIAN_MAX
 
 
+def test_aggregate_decode_out_of_sample(catalog):
+    """Issue 27's aggregate decode (target: median within 20%): the streams together, measured as clients /
+    median TPOT (every client runs: `_serving` asserts it), predicted `aggregate_decode_tokens_per_s`."""
+    def measured(r: dict) -> float:
+        return int(r["concurrency"]) * 1000 / float(r["median_tpot_ms"])
+    errs = [abs(_serving(catalog, r).aggregate_decode_tokens_per_s / measured(r) - 1) for r in ROWS]
+    assert statistics.median(errs) <= MEDIAN_ABS_ERR_MAX
+
+
 def test_time_to_first_token_out_of_sample(catalog):
     assert _median_err(catalog, "median_ttft_ms", lambda s: 1000 * s.ttft_p50_s) <= TTFT_MEDIAN_MAX
+
+
+def test_sglang_prefills_between_decode_steps(catalog):
+    """SGLang runs a new prompt in a prefill batch of its own (`--enable-mixed-chunk` off by default), so its
+    step carries no decode tokens: at 128 streams its median TTFT is below vLLM's, whose prompt step computes
+    the 127 others' decode tokens too. Against the one cited SGLang run: the GPUStack H100 page's
+    (https://github.com/gpustack/gpustack/blob/main/docs/performance-lab/qwen3-8b/h100-latency.md, section 1)
+    `python3 -m
+    sglang.launch_server --model-path Qwen/Qwen3-8B` under the same bench as the vLLM rows (c = 4, ShareGPT 233
+    / 221 tokens: median TTFT 27.25 ms) within issue 27's 30%."""
+    kw = dict(quant="BF16", ctx=4096, prompt_tokens=223, output_tokens=206, concurrency=128, tensor_parallel=2)
+    rig = rig_from_flags(catalog, ["2xrtx-a6000"])
+    sg, vl = (evaluate(catalog, rig, catalog.models["qwen3-32b"], Options(runtime=rt, **kw)).serving
+              for rt in ("sglang", "vllm"))
+    assert sg.ttft_p50_s < vl.ttft_p50_s and sg.ttft_s == vl.ttft_s
+    h100 = evaluate(catalog, rig_from_flags(catalog, ["h100-sxm"]), catalog.models["qwen3-8b"],
+                    Options(runtime="sglang", quant="BF16", ctx=454, prompt_tokens=233, output_tokens=221,
+                            concurrency=4)).serving
+    assert abs(1000 * h100.ttft_p50_s / 27.25 - 1) <= 0.30
+
+
+def _ttft_rows(catalog, **kw):
+    rig = rig_from_flags(catalog, ["rtx-4090"])
+    opts = Options(runtime="vllm", quant="BF16", ctx=8192, output_tokens=200, **kw)
+    return evaluate(catalog, rig, catalog.models["qwen2.5-7b"], opts).serving
+
+
+def test_a_new_prompt_waits_out_the_step_under_way_then_rides_with_the_decodes(catalog):
+    """A closed loop's new prompt arrives just after a step end (its client's last request finished there), so
+    it waits a whole decode step, then its prefill runs in a step beside the other requests' decode tokens; one
+    client alone is only its prefill."""
+    one = _ttft_rows(catalog, prompt_tokens=200, concurrency=1)
+    assert one.ttft_p50_s == one.ttft_s
+    many = _ttft_rows(catalog, prompt_tokens=200, concurrency=8)
+    step = 1 / many.per_stream_decode_tokens_per_s
+    assert many.ttft_p50_s >= many.ttft_s + step - 0.001  # rounded to the millisecond
+    assert many.ttft_p50_s <= many.ttft_s * 1.5 + step
+
+
+def test_a_prompt_longer_than_the_step_budget_takes_a_step_per_chunk(catalog):
+    """--max-num-batched-tokens 128 with 7 other requests decoding: a 2,000-token prompt goes through in
+    ceil(2000 / 121) = 17 steps, each at least a decode step (it reads the weights once more); with a budget
+    that holds the whole prompt it is one compute-bound step."""
+    s = _ttft_rows(catalog, prompt_tokens=2000, concurrency=8, max_num_batched_tokens=128)
+    step = 1 / s.per_stream_decode_tokens_per_s
+    assert s.ttft_p50_s >= step + 17 * step - 0.001  # rounded to the millisecond
+    big = _ttft_rows(catalog, prompt_tokens=2000, concurrency=8, max_num_batched_tokens=8192)
+    assert big.ttft_p50_s < s.ttft_p50_s  # the same FLOPs; the weights read once instead of 17 times
+
 
 
 MOE = list(csv.DictReader((DATA.parent / "vllm_moe_tp_sweeps.csv").open(encoding="utf-8")))
@@ -137,3 +196,21 @@ def test_moe_under_tensor_parallel_out_of_sample(catalog, r):
         err, bound = s.output_tokens_per_s / float(r["output_tok_s"]) - 1, 0.27
     print(f"{r['gpu']} tp{r['tensor_parallel']}: {err:+.1%}")
     assert abs(err) <= bound
+
+MORE = list(csv.DictReader((DATA.parent / "vllm_moe_tp_more.csv").open(encoding="utf-8")))
+
+
+@pytest.mark.xfail(strict=True, reason="issue 27 open: 16- and 8-bit MoE under TP on vLLM 0.11 A100s predicted "
+                                       "2.2-2.6x too fast (tests/data/vllm_moe_tp_sweeps.md)")
+@pytest.mark.parametrize("r", MORE, ids=lambda r: f"{r['model']}-{r['quant']}-tp{r['tensor_parallel']}")
+def test_more_moe_under_tensor_parallel_within_20pct(catalog, r):
+    """Steady streams (1000 requests behind vLLM's 256 running): the median TPOT within issue 27's 20%."""
+    tp = int(r["tensor_parallel"])
+    rig = rig_from_flags(catalog, [f"{tp}x{r['gpu']}"])
+    opts = Options(runtime="vllm", quant=r["quant"], ctx=int(r["max_model_len"]), prompt_tokens=int(r["input_tokens"]),
+                   output_tokens=int(r["output_tokens"]), concurrency=int(r["num_prompts"]), tensor_parallel=tp)
+    s = evaluate(catalog, rig, catalog.models[r["model"]], opts).serving
+    assert s.running == s.max_num_seqs == 256  # the steady stream the rows are
+    err = float(r["median_tpot_ms"]) / (1000 / s.per_stream_decode_tokens_per_s) - 1
+    print(f"{r['model']} {r['quant']} tp{tp}: {err:+.1%}")
+    assert abs(err) <= 0.20

@@ -144,6 +144,9 @@ class RecurrentSpec(Record):
     """State per channel (Mamba `d_state`; Gated DeltaNet key head size)."""
     group_count: int = 0
     """B/C groups (Mamba2 `n_groups`; Gated DeltaNet key heads; 0 for Mamba 1)."""
+    scan_bytes: float = 0.0
+    """Bytes of one scan-state value where the config fixes its dtype (`mamba_ssm_dtype`: float32 -> 4 in every
+    Qwen3.5 / 3.6 config); 0: the runtime's own (vLLM keeps it in the model's dtype)."""
 
     @property
     def elements(self) -> int:
@@ -547,6 +550,9 @@ class RuntimeSpec(Record):
     """The grouped pool keeps chunked-local layers to their chunk (False: it counts them as full attention)."""
     kv_groups_basis: str = ""
     """Where the grouped-pool constants come from."""
+    prefill_beside_decode: bool = True
+    """A new prompt's chunks run in the same step as the running requests' decode tokens (vLLM's scheduler);
+    False: in a prefill step of their own (SGLang without --enable-mixed-chunk)."""
     pipeline_split: str = "memory"
     """How a layer (pipeline) split cuts the layers: `memory` (in proportion to each GPU's memory, llama.cpp)
     or `even` (equal stages, vLLM's pipeline parallel: the smallest card's stage decides)."""

@@ -68,12 +68,12 @@ def layout(sc: Scenario, tp: int, batch_tokens: int) -> GroupLayout | None:
 
 def _state_bytes(sc: Scenario) -> float:
     """One recurrent layer's state for one request: convolution values in the model's dtype, scan values in the
-    state dtype of its kind (rules/runtimes.toml)."""
+    dtype its config names (`mamba_ssm_dtype`), else the runtime's (rules/runtimes.toml)."""
     r, rt = sc.model.recurrent, sc.runtime
     if r is None:
         return 0.0
     conv = max(r.conv_kernel - 1, 0) * (r.inner_size + 2 * r.group_count * r.state_size)
-    scan_bytes = rt.recurrent_scan_bytes.get(r.kind, rt.recurrent_scan_bytes.get("default", 0.0))
+    scan_bytes = r.scan_bytes or rt.recurrent_scan_bytes.get(r.kind, rt.recurrent_scan_bytes.get("default", 0.0))
     return conv * rt.recurrent_conv_bytes + r.state_size * r.inner_size * scan_bytes
 
 

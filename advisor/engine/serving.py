@@ -160,7 +160,7 @@ def _with_speeds(sc: Scenario, placement: Placement, s: Serving, running: int) -
     step = spd.decode_step(sc, placement, kv_depth_bytes=kv, streams=running, tokens=running + prefill)
     lt_dec = link_times(sc, placement, prompt, running)
     step_s = step.total_s + (lt_dec.decode_s if lt_dec else 0.0)
-    first, wait = _ttft_p50(sc, ttft, step_s, running, output)
+    first, wait = _ttft_p50(sc, placement, (ttft, step_s), kv, running, output)
     p50 = first + wait
     done = min(options.concurrency, running) * output / (first + output * step_s)  # a slot: first token, output
     return replace(s, ttft_s=round(ttft, 3), ttft_all_s=round(ttft * running, 3), ttft_p50_s=round(p50, 3),
@@ -169,17 +169,35 @@ def _with_speeds(sc: Scenario, placement: Placement, s: Serving, running: int) -
                    output_tokens_per_s=round(done, 1) if s.output_tokens else None)
 
 
-def _ttft_p50(sc: Scenario, alone_s: float, step_s: float, running: int, output: int) -> tuple[float, float]:
+def _ttft_p50(sc: Scenario, placement: Placement, times: tuple[float, float], kv: list[int], running: int,
+              output: int) -> tuple[float, float]:
     """Median time to first token of a steady closed loop of `--concurrency` clients (`vllm bench serve
-    --max-concurrency`): a new prompt is cut into chunks of the step's token budget (chunked prefill), each
-    chunk riding in a step with the other requests' decode tokens, so each chunk takes at least a decode step;
-    clients beyond the running requests wait for a slot: by Little's law (c - running) / running times a
-    request's time in its slot (its prefill and its `output` decode steps). A prompt that arrives while
-    the others decode waits on average half a step for the scheduler's next one. (time to the first token once
-    in a slot, wait for the slot)."""
-    chunks = -(-sc.options.prompt_tokens // max(_step_budget(sc), 1))
-    # with others decoding, a prompt arrives during a step (on average half-way) and is scheduled in the next
-    prefill = step_s / 2 + max(alone_s, chunks * step_s) if running > 1 else alone_s
+    --max-concurrency`), from `times` = (the prompt's prefill alone, one decode step of the `running` requests).
+    (time to the first token once in a slot, wait for the slot).
+
+    A closed loop: each client sends its next request the moment its last one completes (vllm/benchmarks/
+    serve.py `limited_request_func`: `async with semaphore`), and requests complete at the end of a step. The
+    engine drains its input queue only between steps (vllm/v1/engine/core.py `run_busy_loop`:
+    `_process_input_queue()`, then `_process_engine_step()`), so a new prompt arrives while the next step
+    already runs and waits out that step (a whole decode step, not half of one: arrivals follow step ends).
+    The step that then takes it schedules the running requests' decode tokens first and the prompt in what
+    is left of the token budget (vllm/v1/core/sched/scheduler.py `schedule()`: "First, schedule the RUNNING
+    requests", then the waiting ones while `token_budget > 0`, a longer prompt cut into chunks), so it computes
+    (running - 1) decode tokens besides the prompt's chunk; its first token comes out at the end of its last
+    chunk. Clients beyond the running requests wait for a slot: by Little's law (c - running) / running
+    times a request's time in its slot (its prefill and its `output` decode steps)."""
+    alone_s, step_s = times
+    prefill = alone_s
+    if running > 1:
+        # a runtime that prefills in steps of their own (SGLang) computes only the prompt's chunk there
+        others = running - 1 if sc.runtime.prefill_beside_decode else 0
+        room = max(_step_budget(sc) - others, 1)
+        chunk = min(sc.options.prompt_tokens, room)
+        chunks = -(-sc.options.prompt_tokens // room)
+        carrying = spd.decode_step(sc, placement, kv_depth_bytes=kv if others else None, streams=max(others, 1),
+                                   tokens=others + chunk)
+        lt = link_times(sc, placement, chunk, others + chunk)  # its all-reduces carry every token it computes
+        prefill = step_s + max(alone_s, chunks * (carrying.total_s + (lt.decode_s if lt else 0.0)))
     waiting = max(sc.options.concurrency - running, 0)
     return prefill, waiting / max(running, 1) * (prefill + output * step_s)
 

@@ -195,18 +195,25 @@ def _pattern(c: dict[str, Any], layers: int, where: Path, assumed: list[str]) ->
     return ""
 
 
+# bytes of a scan-state value by the config's `mamba_ssm_dtype` (Qwen3.5 / 3.6 name float32); unnamed: 0, the
+# runtime's own (vLLM: the model's dtype)
+_SCAN_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
+
+
 def _recurrent(c: dict[str, Any], hidden: int, where: Path) -> RecurrentSpec | None:
     g = lambda keys, default=0: get_int(c, keys, where, "any", default)  # noqa: E731
+    scan = _SCAN_BYTES.get(str(c.get("mamba_ssm_dtype")), 0.0)
     if c.get("linear_num_value_heads") is not None:
         return RecurrentSpec(kind="gated_deltanet", conv_kernel=g("linear_conv_kernel_dim", 4),
                              inner_size=g("linear_num_value_heads") * g("linear_value_head_dim"),
-                             state_size=g("linear_key_head_dim"), group_count=g("linear_num_key_heads"))
+                             state_size=g("linear_key_head_dim"), group_count=g("linear_num_key_heads"),
+                             scan_bytes=scan)
     heads = g(("mamba_n_heads", "mamba_num_heads"))
     state = g(("mamba_d_state", "ssm_state_size", "state_size"))
     conv = g(("mamba_d_conv", "conv_kernel", "d_conv"), 4)
     if heads and state:
         return RecurrentSpec(kind="mamba2", conv_kernel=conv, inner_size=heads * g(("mamba_d_head", "mamba_head_dim")),
-                             state_size=state, group_count=g(("mamba_n_groups", "n_groups"), 1))
+                             state_size=state, group_count=g(("mamba_n_groups", "n_groups"), 1), scan_bytes=scan)
     expand = g("mamba_expand")
     if expand and state:
         return RecurrentSpec(kind="mamba", conv_kernel=conv, inner_size=expand * hidden, state_size=state)
