@@ -8,6 +8,7 @@ from advisor.engine.launch import Launch
 from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine.options import Options
 from advisor.engine.placement import Placement
+from advisor.engine.placement.records import DeviceUse
 from advisor.engine.rig import Rig
 from advisor.engine.vision import VisionUse
 
@@ -283,6 +284,26 @@ class Report(Record):
     def runs(self) -> bool:
         """Inference runs at all (possibly offloaded); for training, `fits` is the answer."""
         return self.placement.runs
+
+    @property
+    def fit_margin_bytes(self) -> int:
+        """What the runtime keeps free on each GPU when it fits a model itself (RuntimeSpec.fit_margin_mib)."""
+        return int(self.runtime.fit_margin_mib * 2**20)
+
+    @property
+    def tight_device(self) -> DeviceUse | None:
+        """The GPU with the least memory left, where an inference answer that fits leaves it less free than the
+        runtime's fit margin; None when it is not tight (or the runtime declares no margin)."""
+        margin = self.fit_margin_bytes
+        if not margin or self.training is not None or not self.placement.fits or not self.placement.devices:
+            return None
+        least = min(self.placement.devices, key=lambda d: d.free_bytes)
+        return least if least.free_bytes < margin else None
+
+    @property
+    def tight(self) -> bool:
+        """It fits, but with less free than the runtime's fit margin on some GPU: not a plain "fits"."""
+        return self.tight_device is not None
 
     @property
     def gpus(self) -> tuple[GpuSpec, ...]:
