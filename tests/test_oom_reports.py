@@ -111,7 +111,7 @@ def test_tight_says_the_margin_that_decides_it(tmp_path, run_cli):
     assert any(f["code"] == "FIT005" for f in d["findings"])
     text = run_cli(*check_args(row, tmp_path)).stdout
     words = " ".join(text.split())  # the text is wrapped at 80 columns
-    assert "FITS, TIGHT" in words and "tight: 0.9 GiB free on gpu0, under the 1.0 GiB" in words
+    assert "FITS, TIGHT" in words and "tight: 0.9 GiB free on gpu0, under the 1.0 GiB fit margin" in words
 
 
 def test_a_plain_fit_keeps_the_margin_and_says_it_is_not_tight(tmp_path):

@@ -88,8 +88,9 @@ def fit005_tight(r: Report, c: Catalog) -> Iterator[Said]:
     if d is None:
         return
     yield ("warning", f"tight: {d.device} keeps {gib(d.free_bytes)} free, under the {gib(r.fit_margin_bytes)} "
-                      f"margin {r.runtime.id} keeps when it fits a model itself ({r.runtime.fit_margin_basis}); "
-                      f"a smaller --ctx or a q8_0 KV cache leaves room.")
+                      f"fit margin ({r.runtime.fit_margin_basis}): what the runtime's buffers do not count (its "
+                      f"memory pool, the driver, the desktop) must fit in it; a smaller --ctx or a q8_0 KV cache "
+                      f"leaves room.")
 
 
 @rule("CMP001")

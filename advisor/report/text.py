@@ -91,8 +91,7 @@ def training_document(r: Report) -> list[Section]:
 def tight_words(r: Report) -> str:
     """The answer when it fits with less free than the runtime's fit margin, and the margin that decides it."""
     d = r.tight_device
-    return (f"tight: {gib(d.free_bytes)} free on {d.device}, under the {gib(r.fit_margin_bytes)} "
-            f"{r.runtime.id} keeps free when it fits a model itself")
+    return f"tight: {gib(d.free_bytes)} free on {d.device}, under the {gib(r.fit_margin_bytes)} fit margin (FIT005)"
 
 
 def document(r: Report) -> list[Section]:
