@@ -9,6 +9,7 @@ import contextlib
 import csv
 import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,10 @@ import pytest
 from advisor.catalog.types import GIB
 from advisor.cli import main
 from advisor.engine import memory as mem
+from advisor.engine.result import tight_device
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from measurements import load_cases, placer_for  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 ROWS = list(csv.DictReader((DATA / "oom_reports.csv").open()))
@@ -138,3 +143,23 @@ def test_the_hip_pool_copy_of_the_scores(catalog):
     assert mem.attention_pool_bytes(m, rt, shape._replace(flash_attention=True), "rocm") == 0
     assert mem.attention_pool_bytes(m, rt, shape, "cuda") == 0 == mem.attention_pool_bytes(m, rt, shape, "metal")
     assert mem.attention_pool_bytes(m, catalog.runtimes["vllm"], shape, "rocm") == 0
+
+
+# XiongjieDai's llama-bench tables (bench/measurements.py): 1,108 full-offload runs labelled ran / out of memory.
+# Reached with the 1 GiB margin: no OOM run is a plain fit (2 were before the margin, both now tight), and 22 of
+# the 972 runs that ran are called tight (the cost of the margin on runs that fit with less than 1 GiB free).
+XIONGJIEDAI_TIGHT_RAN_MAX = 22
+
+
+def test_llama_bench_oom_runs_are_never_a_plain_fit(catalog):
+    verdicts = {"oom": [], "ran": []}
+    for case in load_cases():
+        if not case.dataset.startswith("xiongjiedai"):
+            continue
+        placer = placer_for(catalog, case)
+        p = placer.at(case.ctx)
+        v = "tight" if tight_device(p, int(placer.runtime.fit_margin_mib * 2**20)) else "fits" if p.fits else "no"
+        verdicts["ran" if case.measured is not None else "oom"].append(v)
+    assert len(verdicts["oom"]) > 100 and len(verdicts["ran"]) > 900
+    assert verdicts["oom"].count("fits") == 0
+    assert verdicts["ran"].count("tight") <= XIONGJIEDAI_TIGHT_RAN_MAX

@@ -231,6 +231,15 @@ class WhatIf(Record):
     """It fits fully at the asked context (None: not asked: the answer fits already)."""
 
 
+def tight_device(placement: Placement, margin_bytes: int) -> DeviceUse | None:
+    """The GPU a placement that fits leaves with less than `margin_bytes` free (the one with the least left), or
+    None: it does not fit, it is not tight, or there is no margin (0)."""
+    if not margin_bytes or not placement.fits or not placement.devices:
+        return None
+    least = min(placement.devices, key=lambda d: d.free_bytes)
+    return least if least.free_bytes < margin_bytes else None
+
+
 @record
 class Report(Record):
     model: ModelSpec
@@ -294,11 +303,7 @@ class Report(Record):
     def tight_device(self) -> DeviceUse | None:
         """The GPU with the least memory left, where an inference answer that fits leaves it less free than the
         runtime's fit margin; None when it is not tight (or the runtime declares no margin)."""
-        margin = self.fit_margin_bytes
-        if not margin or self.training is not None or not self.placement.fits or not self.placement.devices:
-            return None
-        least = min(self.placement.devices, key=lambda d: d.free_bytes)
-        return least if least.free_bytes < margin else None
+        return None if self.training is not None else tight_device(self.placement, self.fit_margin_bytes)
 
     @property
     def tight(self) -> bool:
