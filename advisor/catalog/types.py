@@ -626,6 +626,19 @@ class RuntimeSpec(Record):
     (`llama-4-*`) -> why, with its source (an architecture it lacks, or a config its code refuses)."""
     reserve_mib_other_gpus: float = 0.0
     """Memory its loader leaves free on every GPU after the first, MiB (beyond `context_mib`)."""
+    fit_margin_mib: float = 0.0
+    """Memory it keeps free on each GPU when it fits a model to the GPUs itself, MiB (llama.cpp's `--fit-target`
+    default): an answer that leaves less than this free is `tight` (0: no margin declared)."""
+    fit_margin_basis: str = ""
+    """Where `fit_margin_mib` comes from."""
+    attention_pool_lookahead: float = 0.0
+    """Without flash attention, the GPU back-ends of `attention_pool_backends` convert the attention's f32 inputs
+    to f16 for cuBLAS/hipBLAS in a memory pool kept beside the compute buffer: one f16 copy of
+    (cells x micro-batch x heads) per GPU, times this look-ahead factor of the pool (0: no such pool)."""
+    attention_pool_backends: tuple[str, ...] = ()
+    """GPU back-ends (advisor.engine.rig.gpu_backend) whose unfused attention takes that pool copy."""
+    attention_pool_basis: str = ""
+    """Where the attention pool copy comes from."""
     swa_full_cache: bool = False
     """Sliding-window layers keep a cache as long as the global ones (no window-sized cache)."""
     ggml_tables: tuple[str, ...] = ()

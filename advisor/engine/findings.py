@@ -78,6 +78,21 @@ def fit001_fits(r: Report, c: Catalog) -> Iterator[Said]:
     yield ("info", msg + ".")
 
 
+@rule("FIT005")
+def fit005_tight(r: Report, c: Catalog) -> Iterator[Said]:
+    """It fits, but a GPU keeps less free than the runtime's own fit margin (llama.cpp's --fit-target,
+    rules/runtimes.toml fit_margin_mib): what the runtime's buffers do not count (its memory pool, the driver,
+    the desktop) must fit in what is left, and public out-of-memory reports (tests/data/oom_reports.csv) sit
+    there. Say it is tight, with the margin and what to change."""
+    d = r.tight_device
+    if d is None:
+        return
+    yield ("warning", f"tight: {d.device} keeps {gib(d.free_bytes)} free, under the {gib(r.fit_margin_bytes)} "
+                      f"fit margin ({r.runtime.fit_margin_basis}): what the runtime's buffers do not count (its "
+                      f"memory pool, the driver, the desktop) must fit in it; a smaller --ctx or a q8_0 KV cache "
+                      f"leaves room.")
+
+
 @rule("CMP001")
 def cmp001_runtime_hardware(r: Report, c: Catalog) -> Iterator[Said]:
     """The runtime cannot run this model on these GPUs at all: a compute capability below the runtime's
@@ -522,7 +537,7 @@ def trn001_training_fit(r: Report, c: Catalog) -> Iterator[Said]:
                     f"{gib(cap)} usable; try {', '.join(hints)}." + (f" {t.note}." if t.note else ""))
 
 
-INFERENCE_ONLY = frozenset({"FIT001", "FIT002", "FIT003", "FIT004", "CTX001", "CTX002", "QNT001", "QNT002", "QNT003",
+INFERENCE_ONLY = frozenset({"FIT001", "FIT002", "FIT003", "FIT004", "FIT005", "CTX001", "CTX002", "QNT001", "QNT002", "QNT003",
                             "KV001", "NVL002", "NVL005"})
 """Rules about serving the model, left out when the question is a training workload."""
 

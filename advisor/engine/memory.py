@@ -250,6 +250,19 @@ def compute_buffer_bytes(model: ModelSpec, runtime: RuntimeSpec, g: GraphShape) 
     return int(runtime.compute_fixed_mib * MIB) + _ggml_graph_bytes(model, ub, heads, g)
 
 
+def attention_pool_bytes(model: ModelSpec, runtime: RuntimeSpec, g: GraphShape, backend: str) -> int:
+    """What a ggml GPU back-end's memory pool keeps beside the compute buffer for attention without flash
+    attention (RuntimeSpec.attention_pool_lookahead): one f16 copy of the scores, cells x micro-batch x heads
+    on this GPU, rounded up by the pool's look-ahead to 256 bytes. 0 with flash attention, on back-ends that
+    fuse or do not pool it, and for runtimes that declare no such pool."""
+    if g.flash_attention or not runtime.attention_pool_lookahead or backend not in runtime.attention_pool_backends:
+        return 0
+    ub = g.ubatch or min(runtime.ubatch, max(g.total_cells or g.ctx_cells, 1))
+    heads = model.attention_heads if g.heads_on_device is None else g.heads_on_device
+    size = int(runtime.attention_pool_lookahead * g.ctx_cells * ub * heads * 2)
+    return 256 * -(-size // 256)
+
+
 def _ggml_graph_bytes(model: ModelSpec, ub: int, heads: int, g: GraphShape) -> int:
     """llama.cpp's graph reservation for one micro-batch of `ub` tokens (see compute_buffer_bytes)."""
     h, ctx_cells = model.hidden_size, g.ctx_cells

@@ -35,6 +35,16 @@ def calibration_json(r: Report) -> dict[str, Any]:
         "plain_prefill_tokens_per_s": c.plain_prefill_tokens_per_s, "source": c.source, "text": c.text}}
 
 
+def fit_margin_json(r: Report) -> dict[str, Any] | None:
+    """`fit_margin`: the memory the runtime keeps free on each GPU when it fits a model itself, and the GPU
+    with the least left (`tight` is true when that is below the margin); null where the runtime declares none."""
+    if not r.fit_margin_bytes or not r.placement.devices:
+        return None
+    least = min(r.placement.devices, key=lambda d: d.free_bytes)
+    return {"margin_bytes": r.fit_margin_bytes, "device": least.device, "free_bytes": least.free_bytes,
+            "basis": r.runtime.fit_margin_basis}
+
+
 def check_json(r: Report) -> dict[str, Any]:
     """The contract's `check` answer (../shared/docs/contract.md): the sections every answer has, then those
     only some answers have (OPTIONAL_SECTIONS), in that order."""
@@ -53,6 +63,7 @@ def check_json(r: Report) -> dict[str, Any]:
         "rig": rig_json(r),
         "fits": r.fits,
         "runs": r.runs,
+        "tight": r.tight, "fit_margin": fit_margin_json(r),
         "placement": placement_json(r.placement),
         "memory": memory_json(r.placement),
         "max_context_tokens": r.max_context_tokens,

@@ -45,7 +45,7 @@ def headline(r: Report) -> str:
         t = r.training
         return (f"{r.model.name} · {t.workload} · {r.options.batch_size} x {r.options.seq_len:,} tokens on {rig}: "
                 f"{'FITS' if t.fits else 'DOES NOT FIT'}")
-    verdict = "FITS" if r.fits else ("RUNS ON THE CPU" if r.runs and r.rig.is_cpu_only
+    verdict = ("FITS, TIGHT" if r.tight else "FITS") if r.fits else ("RUNS ON THE CPU" if r.runs and r.rig.is_cpu_only
                                      else "RUNS WITH OFFLOAD" if r.runs else "DOES NOT RUN")
     return f"{r.model.name} · {r.quant.id} · {r.context_tokens:,} ctx on {rig}: {verdict}"
 
@@ -88,6 +88,12 @@ def training_document(r: Report) -> list[Section]:
     return secs
 
 
+def tight_words(r: Report) -> str:
+    """The answer when it fits with less free than the runtime's fit margin, and the margin that decides it."""
+    d = r.tight_device
+    return f"tight: {gib(d.free_bytes)} free on {d.device}, under the {gib(r.fit_margin_bytes)} fit margin (FIT005)"
+
+
 def document(r: Report) -> list[Section]:
     if r.training is not None:
         return training_document(r)
@@ -96,7 +102,7 @@ def document(r: Report) -> list[Section]:
     quant_note = ("" if not r.quant_chosen else " (chosen: best that fits)" if r.fits else " (chosen)" if r.runs
                   else " (no quant runs)")
     secs.append(Section("Answer", (
-        ("fits in GPU memory", "yes" if r.fits else "no"),
+        ("fits in GPU memory", tight_words(r) if r.tight else "yes" if r.fits else "no"),
         ("runs", "yes" if r.runs else "no"),
         ("placement", words_of(p.strategy).words + (f" ({p.gpu_layers}/{r.model.layers} layers on GPU)"
                                                                     if p.strategy == "cpu_offload" else "")),

@@ -12,6 +12,7 @@ from advisor.engine.fraction import memory_fraction
 from advisor.engine.multinode import across_nodes
 from advisor.engine.placement.capacity import flash_attention_on, host_capacity, rig_capacities, usable_capacity
 from advisor.engine.placement.records import DeviceUse, Placement
+from advisor.engine.rig import gpu_backend
 from advisor.engine.scenario import Scenario
 
 
@@ -109,10 +110,13 @@ class PlacerBase:
             context += int(rt.context_mib_many_gpus * mem.MIB)
         if context and rt.cuda_graph_mib and not self.options.enforce_eager:
             context += int(rt.cuda_graph_mib * mem.MIB)
-        buf = mem.compute_buffer_bytes(self.model, rt, mem.GraphShape(
+        shape = mem.GraphShape(
             span, holds_output=holds_output, flash_attention=self.flash_attention, heads_on_device=heads,
             ubatch=self.family.micro_batch(ubatch, span * streams), sequences=seqs, swa_cells=self._swa_cells(ctx), total_cells=span * streams,
-            kv_rotated=mem.kv_rotated(self.model, rt, self.options.kv_type, self.rules)))
+            kv_rotated=mem.kv_rotated(self.model, rt, self.options.kv_type, self.rules))
+        buf = mem.compute_buffer_bytes(self.model, rt, shape)
+        if self.rig.gpus:
+            context += mem.attention_pool_bytes(self.model, rt, shape, gpu_backend(self.rig.gpus[gpu].spec))
         if self.vision is not None and self.rig.gpus:
             buf += self.vision.extra_bytes(gpu, buf - int(rt.compute_fixed_mib * mem.MIB))
         return context + buf
