@@ -432,6 +432,12 @@ class TargetRules(Record):
     __pydantic_config__ = _STRICT
     kv_types: tuple[str, ...]
     """KV cache types the automatic choice may use, best quality first."""
+    comfort_factor: float
+    """The choice steps down for speed while its pick decodes under this many times the speed target."""
+    step_quant: str
+    """A quantization id: one step down may add at most its published KL divergence (vs 16-bit)."""
+    comfort_basis: str
+    """Where the comfortable speed comes from, in one sentence."""
 
 
 @record
