@@ -186,6 +186,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "headless_max_ram_gib": (0, 1e4), "used_gib": (0, 65536), "headless_reserve_gib": (0, 1e4),
     "default_ram_bandwidth_gb_s": (0.001, 1e5), "default_ram_gib": (0.001, 1e6), "pipeline_microbatches": (1, 1e4),
     "helps_above": (1, 100), "needed_above": (1, 100), "reading_tokens_per_s": (0, 1e4),
+    "comfort_factor": (1, 100), "density_doubling_months": (0.1, 1200),
     "count": (1, 64), "memory_gib": (0, 65536), "node": (0, 1024), "ram_bandwidth_gb_s": (0.1, 1e5),
 }
 

@@ -449,11 +449,22 @@ class KvKldRules(Record):
 
 
 @record
+class RankRules(Record):
+    __pydantic_config__ = _STRICT
+    density_doubling_months: float
+    """Months in which the capability per parameter of open LLMs doubles (`fit` ranks by effective size)."""
+    reference_month: str
+    """`YYYY-MM` at which effective size equals parameters; models without a release month are ranked there."""
+    basis: str
+
+
+@record
 class QualityRules(Record):
     __pydantic_config__ = _STRICT
     floor: FloorRules
     targets: TargetRules
     kv_kld: KvKldRules
+    rank: RankRules
 
 
 # --- rules/training.toml ------------------------------------------------------------------------

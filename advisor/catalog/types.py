@@ -186,6 +186,8 @@ class ModelSpec(Record):
     """Maximum context (`max_position_embeddings`, or the documented extended context)."""
     sources: tuple[str, ...]
     """Where the values come from (config.json copies, model cards)."""
+    released: str = ""
+    """The month the open weights were published (`YYYY-MM`); empty: not known to the catalog."""
     tied_embeddings: bool = False
     """Input embedding and output head share one matrix."""
     experts: int = 0
