@@ -106,6 +106,8 @@ class GpuSpec(Record):
     unknown."""
     price: Price | None = None
     """A representative price."""
+    used_price: Price | None = None
+    """A dated used-market price beside a new one (`plan --used` takes the cheaper)."""
     sold_in: tuple[int, ...] = ()
     """SXM/OAM modules: the GPU counts of the baseboards they are sold on (HGX: 4 or 8); empty for
     cards and machines sold one at a time. `plan` offers such parts only in these counts."""
