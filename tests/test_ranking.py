@@ -52,3 +52,17 @@ def test_rank_key_names_its_numbers(catalog):
     key = rank_key(catalog.rules, False)
     assert f"{float(catalog.rules.quality.rank.density_doubling_months):g} months" in key
     assert catalog.rules.quality.rank.reference_month in key
+
+
+def test_a_release_that_is_not_a_month_is_refused(catalog):
+    from dataclasses import asdict
+
+    import pytest
+
+    from advisor.catalog.load import validate_entry
+    from advisor.catalog.types import ModelSpec
+
+    data = {k: v for k, v in asdict(catalog.models["llama-3.1-8b"]).items() if v not in ((), None)}
+    assert validate_entry(ModelSpec, {**data, "released": "2024-07"}).released == "2024-07"
+    with pytest.raises(ValueError, match="not a month"):
+        validate_entry(ModelSpec, {**data, "released": "July 2024"})

@@ -8,6 +8,7 @@ before use, every time, because nobody else has checked them.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import fields, is_dataclass
 from functools import lru_cache
@@ -191,6 +192,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
 }
 
 
+_MONTH = re.compile(r"(19|20)\d\d-(0[1-9]|1[0-2])")
+
+
 def out_of_bounds(obj: Any, prefix: str = "") -> list[str]:
     """Fields of an entry (and its nested tables) outside BOUNDS, as `name = value` phrases."""
     problems = []
@@ -209,6 +213,8 @@ def out_of_bounds(obj: Any, prefix: str = "") -> list[str]:
         problems.append("params_active is larger than params_total")
     if not prefix and getattr(obj, "experts_active", 0) > getattr(obj, "experts", 1 << 62):
         problems.append("experts_active is larger than experts")
+    if not prefix and getattr(obj, "released", "") and not _MONTH.fullmatch(obj.released):
+        problems.append(f"released = {obj.released!r} is not a month (YYYY-MM)")
     if not prefix and hasattr(obj, "pattern_problems"):
         problems += obj.pattern_problems()
     return problems
