@@ -403,7 +403,7 @@ def _owns(shop: _Shop, plat: PlatformRules) -> bool:
     return plat.owned or any(shop.rules.platform.get(p) is plat for p in shop.ask.platforms)
 
 
-def _priced_machines(shop: _Shop, cand: _Candidate, strategy: str) -> tuple[float, list[str], str, str]:
+def _priced_machines(shop: _Shop, cand: _Candidate, strategy: str) -> tuple[float, list[str], str, str, list[str]]:
     """Two machines: what is bought for the second (a unified machine: both), the network between them."""
     rules = shop.rules
     net = rules.builtin_network.get(cand.parts[0][1].id, rules.second_machine_network)
@@ -415,7 +415,9 @@ def _priced_machines(shop: _Shop, cand: _Candidate, strategy: str) -> tuple[floa
     if net == rules.second_machine_network:
         basis.append(rules.second_machine_basis)
     where = f"{cand.machines} machines of {label} over {in_words}: {words_of(strategy).words}"
-    return cost, basis, f"{cand.machines} machines", where, []
+    # cards need a second computer around them (board, CPU, RAM), whose price is not known; a unified machine is one
+    unknown = [] if cand.parts[0][1].unified_memory else ["the second machine's board, CPU and RAM"]
+    return cost, basis, f"{cand.machines} machines", where, unknown
 
 
 def _without_idle_bridges(results: list[PlanOption]) -> tuple[list[PlanOption], int]:
@@ -466,7 +468,7 @@ def _price_notes(shop: _Shop, kept: list[PlanOption]) -> list[str]:
         o = unknown[0]
         notes.append(f"{len(unknown)} option(s) need a part whose price is not known, so they come after every fully "
                      f"priced one: the cheapest, {', '.join(f'{n}x {g}' for n, g in o.new_gpus)}, is "
-                     f"${o.price_usd:,.0f} + {' + '.join(o.unpriced_parts)} (--have server if you own one).")
+                     f"${o.price_usd:,.0f} + {' + '.join(o.unpriced_parts)} (--have server counts a GPU server you own).")
     stale = _stale_ids(shop)
     if stale:
         r = shop.rules
