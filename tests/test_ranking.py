@@ -44,6 +44,10 @@ def test_fit_says_its_ranking_key(run_cli):
     text = " ".join(out.stdout.split())
     assert "ranked by: fits on the GPUs, quality loss not steep, then effective size" in text
     assert "released 2026-" in text
+    import json
+
+    rows = json.loads(run_cli("fit", "--gpu", "rtx-4090", "--json").stdout)
+    assert all(r["released"] is None or len(r["released"]) == 7 for r in rows)
     cpu = " ".join(run_cli("fit").stdout.split())
     assert "ranked by: runs, decodes at reading speed" in cpu
 

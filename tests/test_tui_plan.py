@@ -122,8 +122,8 @@ async def test_raising_min_tokens_per_s_changes_the_plan(catalog):
         assert after and after != before
         assert all(o.decode_tokens_per_s >= 20 for o in after)
         assert cheapest_first(view)
-        # faster costs more: the cheapest rig that reaches 20 tok/s costs more than the cheapest before (issue 26: options
-        # with a part whose price is not known come after every priced one, so the lists' sums no longer compare)
+        # faster costs more: the cheapest rig that reaches 20 tok/s costs more than the cheapest before (issue 26:
+        # options with a part whose price is not known come after every priced one, so the lists' sums do not compare)
         assert prices(view)[0] > before[0].price_usd
 
 

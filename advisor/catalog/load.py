@@ -48,7 +48,8 @@ KINDS: dict[str, type] = {
     "runtime": RuntimeSpec,
     "preset": PresetRig,
 }
-_NESTED: dict[str, type] = {"nvlink": NvlinkSpec, "price": Price, "used_price": Price, "recurrent": RecurrentSpec, "multinode": MultiNode}
+_NESTED: dict[str, type] = {"nvlink": NvlinkSpec, "price": Price, "used_price": Price, "recurrent": RecurrentSpec,
+                            "multinode": MultiNode}
 _PLURAL = {"gpu": "gpus", "model": "models", "quant": "quants", "runtime": "runtimes", "preset": "presets"}
 
 

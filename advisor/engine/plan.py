@@ -468,7 +468,8 @@ def _price_notes(shop: _Shop, kept: list[PlanOption]) -> list[str]:
         o = unknown[0]
         notes.append(f"{len(unknown)} option(s) need a part whose price is not known, so they come after every fully "
                      f"priced one: the cheapest, {', '.join(f'{n}x {g}' for n, g in o.new_gpus)}, is "
-                     f"${o.price_usd:,.0f} + {' + '.join(o.unpriced_parts)} (--have server counts a GPU server you own).")
+                     f"${o.price_usd:,.0f} + {' + '.join(o.unpriced_parts)} (--have server counts a GPU server you "
+                     f"own).")
     stale = _stale_ids(shop)
     if stale:
         r = shop.rules

@@ -103,4 +103,5 @@ def rank_models(catalog: Catalog, rig: Rig, options: Options, models: list[Model
 
 
 def _released_words(model: ModelSpec) -> str:
-    return f"released {model.released}" if _month_index(model.released) is not None else "release month not in the catalog"
+    known = _month_index(model.released) is not None
+    return f"released {model.released}" if known else "release month not in the catalog"

@@ -22,7 +22,8 @@ def fit_doc(ranked: list[Ranked], rig: Rig, runtime: str, show_all: bool = False
     data = [{"model": r.model.id, "quant": r.report.quant.id if r.report.fits else None,
              "fits": r.report.fits, "runs": r.report.runs,
              "decode_tokens_per_s": r.report.speed.decode_tokens_per_s,
-             "max_context_tokens": r.report.max_context_tokens, "note": r.note} for r in ranked]
+             "max_context_tokens": r.report.max_context_tokens, "note": r.note,
+             "released": r.model.released or None} for r in ranked]
     ctx = ranked[0].report.context_tokens if ranked else 0
     rig_words = ", ".join(g.name or g.spec.name for g in rig.gpus) or "CPU only"
     intro = (f"What runs on {rig_words} at {ctx:,} tokens of context ({runtime}), best first:" if not cpu else
