@@ -160,3 +160,15 @@ def test_comfortable_picks_are_kept(catalog):
     assert r.quant.id == "Q4_K_M" and r.speed.decode_tokens_per_s >= r.policy.comfort_tokens_per_s
     assert "steps down" not in r.choice_why
     assert _check(catalog, "qwen3-32b", ["2xrtx-3090"]).quant.id == "Q8_0"
+
+
+def test_fit_and_check_pick_the_same(catalog):
+    # `fit` measures only until a row fits at a comfortable speed (table=False); `check` measures every row:
+    # the comfort step must reach the same pick either way
+    from advisor.engine.check import evaluate as ev
+
+    for gpus in (["2xrtx-3090"], []):
+        rig = rig_from_flags(catalog, gpus, ram=64)
+        for m in catalog.models.values():
+            a, b = ev(catalog, rig, m, Options(), table=False), ev(catalog, rig, m, Options(), table=True)
+            assert (a.quant.id, a.options.kv_type) == (b.quant.id, b.options.kv_type), (gpus, m.id)
