@@ -8,6 +8,12 @@ Each candidate is placed and timed by the same engine as `check`; those that fit
 build: that run) and reach the target decode speed are kept, cheapest first. With a budget, the
 best within it, or the cheapest above it when nothing is. An NVLink option is kept only when it
 reaches the target that the same GPUs without NVLink miss, or is cheaper.
+
+Prices are what a buyer can pay, each with its month: the user's (--price), else the cheapest dated
+catalog price (used ones with --used or for owners; a launch list price only within list_price_months
+of the newest market data). A part whose price is not known (the GPU server passive data-centre cards
+need, the server around a baseboard, a second machine's computer) is named in the option, which then
+comes after every fully priced one; a platform the user owns (--have server) costs nothing.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ that fits: a more capable model at a good quantization beats a lesser one at a h
 32B at Q4_K_M over an 8B at Q8_0), but not once the quantization's measured loss turns steep (KL
 divergence over the rulebook's threshold, below ~Q3); capability is the model's effective size, its
 parameters scaled by its release month (rules/quality.toml [rank]: capability per parameter doubles
-every ~3.5 months), so a 2026 model outranks a bigger 2023 one; then decode speed. `RANK_KEY` says it.
+every ~3.5 months), so a 2026 model outranks a bigger 2023 one; then decode speed. `rank_key` says it in words.
 """
 
 from __future__ import annotations
