@@ -115,3 +115,60 @@ def test_fit_on_a_5090_has_no_low_bit_rows(run_cli):
     r = run_cli("fit", "--gpu", "rtx-5090", "--all", "--json")
     rows = json.loads(r.stdout)
     assert rows and all(not (x["quant"] or "").startswith(LOW_BIT) for x in rows)
+
+
+# Issue 26 (choosing): "best quality that reaches N tok/s" over-bought bits. Reading speed (or --min-tps)
+# is the floor; while the pick decodes under comfort_factor x that, the next faster quantization is taken
+# when the step adds at most Q4_K_M's own KLD (rules/quality.toml [targets]).
+
+def _picked(r):
+    return next(c for c in r.choices if c.picked)
+
+
+def test_cpu_only_8b_does_not_buy_bits_at_reading_speed(catalog):
+    # before: Q6_K at 5.6 tok/s, just over reading speed (F16 and Q8_0 under it)
+    r = _check(catalog, "llama-3.1-8b", [])
+    pol = r.policy
+    assert pol.comfort_tokens_per_s == 2 * pol.target_tokens_per_s == 10
+    q6 = next(c for c in r.choices if c.quant.id == "Q6_K" and c.kv_type == "f16")
+    assert q6.meets_speed and q6.decode_tokens_per_s < pol.comfort_tokens_per_s
+    pick = _picked(r)
+    assert pick.decode_tokens_per_s > q6.decode_tokens_per_s
+    assert pick.quality_loss - q6.quality_loss <= 2 * pol.step_kld  # two cheap steps at most from Q6_K
+    assert not pick.below_floor and pick.quality_loss <= catalog.quants["IQ4_XS"].kld + 1e-6  # never 3-bit for speed
+    assert f"{q6.decode_tokens_per_s:.1f} tok/s, under the comfortable 10" in r.choice_why
+    assert "under the comfortable" in next(c for c in r.choices if c.quant.id == "Q6_K" and c.kv_type == "f16").why
+
+
+def test_two_3090s_with_a_speed_target_take_the_cheap_step_to_comfort(catalog):
+    # Qwen3 32B with --min-tps 12: Q8_0 reaches 12 but not twice it; Q6_K does for KLD +0.004
+    r = _check(catalog, "qwen3-32b", ["2xrtx-3090"], min_tps=12)
+    q8 = next(c for c in r.choices if c.quant.id == "Q8_0" and c.kv_type == "f16")
+    assert q8.fits and 12 <= q8.decode_tokens_per_s < 24
+    pick = _picked(r)
+    assert (pick.quant.id, pick.fits) == ("Q6_K", True) and pick.decode_tokens_per_s >= 24
+    # Llama 3.3 70B with --min-tps 10: Q4_K_M reaches 10, not 20; IQ4_XS is faster for KLD +0.005, and the
+    # 3-bit quantizations (KLD +0.066 further) are never taken for comfort
+    r = _check(catalog, "llama-3.3-70b", ["2xrtx-3090"], min_tps=10)
+    assert r.quant.id == "IQ4_XS" and r.fits
+    assert "IQ4_XS at" in r.choice_why and "Q4_K_M would decode" in r.choice_why
+
+
+def test_comfortable_picks_are_kept(catalog):
+    # already at twice reading speed: the best quality that fits stays the pick
+    r = _check(catalog, "llama-3.1-70b", ["2xrtx-3090"])
+    assert r.quant.id == "Q4_K_M" and r.speed.decode_tokens_per_s >= r.policy.comfort_tokens_per_s
+    assert "steps down" not in r.choice_why
+    assert _check(catalog, "qwen3-32b", ["2xrtx-3090"]).quant.id == "Q8_0"
+
+
+def test_fit_and_check_pick_the_same(catalog):
+    # `fit` measures only until a row fits at a comfortable speed (table=False); `check` measures every row:
+    # the comfort step must reach the same pick either way
+    from advisor.engine.check import evaluate as ev
+
+    for gpus in (["2xrtx-3090"], []):
+        rig = rig_from_flags(catalog, gpus, ram=64)
+        for m in catalog.models.values():
+            a, b = ev(catalog, rig, m, Options(), table=False), ev(catalog, rig, m, Options(), table=True)
+            assert (a.quant.id, a.options.kv_type) == (b.quant.id, b.options.kv_type), (gpus, m.id)

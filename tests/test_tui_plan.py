@@ -59,6 +59,12 @@ def prices(view: PlanView) -> list[float]:
     return [o.price_usd for o in view.plan.options]
 
 
+def cheapest_first(view: PlanView) -> bool:
+    """Fully priced options by price, then those with a part whose price is not known (issue 26), by price."""
+    keys = [(bool(o.unpriced_parts), o.price_usd) for o in view.plan.options]
+    return keys == sorted(keys)
+
+
 def cell(view: PlanView, row: int, col: int) -> str:
     return str(view.query_one("#plan-table").get_row_at(row)[col])
 
@@ -83,7 +89,7 @@ async def test_plan_tab_lists_the_engines_options_cheapest_first(catalog):
         assert screen.query_one("TabbedContent").active == "plan"
         table = view.query_one("#plan-table")
         assert table.row_count == len(view.plan.options) > 1
-        assert prices(view) == sorted(prices(view))
+        assert cheapest_first(view)
         # the same plan the headless `advisor plan --quant auto --ctx 8192 --min-tps 10 --have rtx-3090` makes
         want = make_plan(catalog, catalog.models["llama-3.1-70b"], Options(quant=None, ctx=8192), min_tps=10,
                          have=[(1, "rtx-3090")], ram_bytes=int(catalog.rules.plan.default_ram_gib * GIB),
@@ -93,7 +99,7 @@ async def test_plan_tab_lists_the_engines_options_cheapest_first(catalog):
         assert view.plan.options == want.options
         assert view.plan.quant.id == want.quant.id  # quant "auto": make_plan's own default
         for row, o in enumerate(view.plan.options):
-            assert cell(view, row, 1) == f"${o.price_usd:,.0f}"
+            assert cell(view, row, 1) == f"${o.price_usd:,.0f}" + ("+?" if o.unpriced_parts else "")
             assert cell(view, row, 4) == f"×{o.decode_tokens_per_s / view.yours:.1f}"
             assert cell(view, row, 8) == ("yes" if o.nvlink else "no")
         notes = str(view.query_one("#plan-notes").render())
@@ -115,8 +121,10 @@ async def test_raising_min_tokens_per_s_changes_the_plan(catalog):
         assert view.plan.min_tps == 20
         assert after and after != before
         assert all(o.decode_tokens_per_s >= 20 for o in after)
-        assert prices(view) == sorted(prices(view))
-        assert sum(prices(view)) > sum(o.price_usd for o in before)  # faster costs more
+        assert cheapest_first(view)
+        # faster costs more: the cheapest rig that reaches 20 tok/s costs more than the cheapest before (issue 26:
+        # options with a part whose price is not known come after every priced one, so the lists' sums do not compare)
+        assert prices(view)[0] > before[0].price_usd
 
 
 @run

@@ -8,6 +8,7 @@ before use, every time, because nobody else has checked them.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import fields, is_dataclass
 from functools import lru_cache
@@ -47,7 +48,8 @@ KINDS: dict[str, type] = {
     "runtime": RuntimeSpec,
     "preset": PresetRig,
 }
-_NESTED: dict[str, type] = {"nvlink": NvlinkSpec, "price": Price, "recurrent": RecurrentSpec, "multinode": MultiNode}
+_NESTED: dict[str, type] = {"nvlink": NvlinkSpec, "price": Price, "used_price": Price, "recurrent": RecurrentSpec,
+                            "multinode": MultiNode}
 _PLURAL = {"gpu": "gpus", "model": "models", "quant": "quants", "runtime": "runtimes", "preset": "presets"}
 
 
@@ -186,8 +188,12 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "headless_max_ram_gib": (0, 1e4), "used_gib": (0, 65536), "headless_reserve_gib": (0, 1e4),
     "default_ram_bandwidth_gb_s": (0.001, 1e5), "default_ram_gib": (0.001, 1e6), "pipeline_microbatches": (1, 1e4),
     "helps_above": (1, 100), "needed_above": (1, 100), "reading_tokens_per_s": (0, 1e4),
+    "comfort_factor": (1, 100), "density_doubling_months": (0.1, 1200),
     "count": (1, 64), "memory_gib": (0, 65536), "node": (0, 1024), "ram_bandwidth_gb_s": (0.1, 1e5),
 }
+
+
+_MONTH = re.compile(r"(19|20)\d\d-(0[1-9]|1[0-2])")
 
 
 def out_of_bounds(obj: Any, prefix: str = "") -> list[str]:
@@ -208,6 +214,8 @@ def out_of_bounds(obj: Any, prefix: str = "") -> list[str]:
         problems.append("params_active is larger than params_total")
     if not prefix and getattr(obj, "experts_active", 0) > getattr(obj, "experts", 1 << 62):
         problems.append("experts_active is larger than experts")
+    if not prefix and getattr(obj, "released", "") and not _MONTH.fullmatch(obj.released):
+        problems.append(f"released = {obj.released!r} is not a month (YYYY-MM)")
     if not prefix and hasattr(obj, "pattern_problems"):
         problems += obj.pattern_problems()
     return problems

@@ -371,8 +371,10 @@ class PlatformRules(Record):
     """Share of the PSU rating the rig may draw."""
     base_w: float
     """The platform's own draw (CPU, board, RAM, drives), watts."""
-    usd: float = 0.0
-    """What the platform adds to a plan's price (0: already owned, or not priced: see `price_basis`)."""
+    usd: float | None = None
+    """What the platform adds to a plan's price; None: not known (see `price_basis`) unless owned."""
+    owned: bool = False
+    """The user is taken to have one already (the desktop): it adds nothing to a plan's price."""
     price_basis: str = ""
 
 
@@ -386,6 +388,15 @@ class MoeHostRules(Record):
     ram_gib: float
     ram_bandwidth_gb_s: float
     base_w: float
+
+
+@record
+class CoolingRules(Record):
+    __pydantic_config__ = _STRICT
+    passive_categories: tuple[str, ...]
+    """GPU categories whose cards have passive heatsinks (no fan): they need a chassis's airflow."""
+    passive_words: str
+    """What a passive card needs, in words, said in each plan option that has one."""
 
 
 @record
@@ -408,6 +419,12 @@ class PlanRules(Record):
     builtin_network: dict[str, str] = field(default_factory=dict)
     """Per unified machine id: the network its own port gives two of them (DGX Spark: ConnectX-7)."""
     second_machine_basis: str = ""
+    prices_as_of: str = ""
+    """`YYYY-MM` of the newest market prices in hardware_db: list prices are judged against it."""
+    list_price_months: float = 0.0
+    """A launch list price older than this (before `prices_as_of`) is not offered; 0: every list price is."""
+    cooling: CoolingRules | None = None
+    """Passive data-centre cards: what they need, said in the plan."""
 
 
 # --- rules/quality.toml -------------------------------------------------------------------------
@@ -432,6 +449,12 @@ class TargetRules(Record):
     __pydantic_config__ = _STRICT
     kv_types: tuple[str, ...]
     """KV cache types the automatic choice may use, best quality first."""
+    comfort_factor: float
+    """The choice steps down for speed while its pick decodes under this many times the speed target."""
+    step_quant: str
+    """A quantization id: one step down may add at most its published KL divergence (vs 16-bit)."""
+    comfort_basis: str
+    """Where the comfortable speed comes from, in one sentence."""
 
 
 @record
@@ -443,11 +466,22 @@ class KvKldRules(Record):
 
 
 @record
+class RankRules(Record):
+    __pydantic_config__ = _STRICT
+    density_doubling_months: float
+    """Months in which the capability per parameter of open LLMs doubles (`fit` ranks by effective size)."""
+    reference_month: str
+    """`YYYY-MM` at which effective size equals parameters; models without a release month are ranked there."""
+    basis: str
+
+
+@record
 class QualityRules(Record):
     __pydantic_config__ = _STRICT
     floor: FloorRules
     targets: TargetRules
     kv_kld: KvKldRules
+    rank: RankRules
 
 
 # --- rules/training.toml ------------------------------------------------------------------------
@@ -702,7 +736,7 @@ def _build(cls: type, data: dict[str, Any]) -> Any:
     for f in fields(cls):
         if f.name not in data:
             continue
-        value, kind = data[f.name], str(f.type)
+        value, kind = data[f.name], str(f.type).removesuffix(" | None")  # an optional table is built alike
         nested = globals().get(kind)
         if isinstance(nested, type) and issubclass(nested, Record):
             value = _build(nested, value)

@@ -106,6 +106,8 @@ class GpuSpec(Record):
     unknown."""
     price: Price | None = None
     """A representative price."""
+    used_price: Price | None = None
+    """A dated used-market price beside a new one (`plan --used` takes the cheaper)."""
     sold_in: tuple[int, ...] = ()
     """SXM/OAM modules: the GPU counts of the baseboards they are sold on (HGX: 4 or 8); empty for
     cards and machines sold one at a time. `plan` offers such parts only in these counts."""
@@ -189,6 +191,8 @@ class ModelSpec(Record):
     """Maximum context (`max_position_embeddings`, or the documented extended context)."""
     sources: tuple[str, ...]
     """Where the values come from (config.json copies, model cards)."""
+    released: str = ""
+    """The month the open weights were published (`YYYY-MM`); empty: not known to the catalog."""
     tied_embeddings: bool = False
     """Input embedding and output head share one matrix."""
     experts: int = 0

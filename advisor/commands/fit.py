@@ -10,7 +10,7 @@ from advisor.commands.output import EXIT_NO, EXIT_YES, emit_doc, fmt_of, say
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from advisor.catalog.load import load_catalog
-    from advisor.engine.rank import rank_models
+    from advisor.engine.rank import rank_key, rank_models
     from advisor.report.fit import fit_doc, usable
 
     catalog = load_catalog()
@@ -27,5 +27,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
             say(f"advisor: warning: {warning}")
     from advisor.report.wrap import terminal_width
 
-    emit_doc(args, fit_doc(ranked, rig, args.runtime, show_all=args.all, width=terminal_width()))
+    emit_doc(args, fit_doc(ranked, rig, args.runtime, show_all=args.all, width=terminal_width(),
+                           key=rank_key(catalog.rules, rig.is_cpu_only)))
     return EXIT_YES if any(usable(r, rig.is_cpu_only) for r in ranked) else EXIT_NO

@@ -20,7 +20,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     catalog = load_catalog()
     model = catalog.models[resolve(catalog.models, args.model, "model")]
-    have = [parse_gpu_spec(catalog.gpus, h) for h in args.have]
+    platforms = tuple(h.strip().lower() for h in args.have if h.strip().lower() in catalog.rules.plan.platform)
+    have = [parse_gpu_spec(catalog.gpus, h) for h in args.have if h.strip().lower() not in platforms]
     rig_ram = None
     if args.rig is not None:
         from collections import Counter
@@ -42,6 +43,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         prices[resolve(catalog.gpus, gid, "gpu")] = parse_float(usd, f"--price {gid}", 0, 1e7)
     ram = parse_ram(args.ram) if args.ram else (rig_ram or int(catalog.rules.plan.default_ram_gib * GIB))
     plan = make_plan(catalog, model, options_from(args), min_tps=args.min_tps, budget=args.budget, have=have,
-                     prices=prices, ram_bytes=ram, kwh_usd=args.kwh_price, top=args.top, used=args.used)
+                     prices=prices, ram_bytes=ram, kwh_usd=args.kwh_price, top=args.top, used=args.used,
+                     platforms=platforms)
     emit_doc(args, plan_doc(plan, have))
     return EXIT_YES if plan.options and not plan.over_budget else EXIT_NO

@@ -9,6 +9,10 @@ The policy (rules/quality.toml):
 2. Targets first: the best quality above the floor that fits on the GPUs at the asked context and
    decodes at least at the speed target (reading speed unless `--min-tps`); else the best that
    reaches the speed with part of it in system RAM (MoE experts in RAM); else the best that fits.
+   Then comfort: while that pick decodes under `targets.comfort_factor` x the target, the next
+   faster quantization of the same tier is taken when the step adds at most the KL divergence of
+   `targets.step_quant` (Q4_K_M): reading speed is the floor users tolerate, not what they settle
+   for, and the steps down to IQ4_XS cost less quality than users notice (rules/quality.toml).
 3. Quality order is the runtime's ladder (best first) and, within a quantization, the KV cache types
    of `targets.kv_types` (f16 first): a q8_0 cache costs less quality (KLD +0.0008) than any step down
    the weight ladder, so it is taken before fewer weight bits whenever that is what fits.
@@ -89,11 +93,20 @@ class Policy(Record):
     floor: Floor
     chosen: bool
     """The advisor chose the quantization (no --quant, no model file fixing it)."""
+    comfort_tokens_per_s: float = 0.0
+    """Under this decode speed the choice takes a cheap step down the ladder (0: never)."""
+    step_kld: float = 0.0
+    """The most KL divergence one such step may add."""
+    step_quant: str = ""
+    comfort_basis: str = ""
 
     @property
     def text(self) -> str:
+        comfort = (f"; then, while the pick decodes under {self.comfort_tokens_per_s:g} tok/s ({self.comfort_basis}), "
+                   f"the next faster quantization when that step adds at most KLD {self.step_kld:.3f} "
+                   f"({self.step_quant}'s own loss vs 16-bit)") if self.comfort_tokens_per_s else ""
         return (f"targets first: {self.target_context:,} context fully on the GPUs at {self.target_tokens_per_s:g} tok/s "
-                f"or more ({self.target_basis}); then the best quality above the floor ({self.floor.text})")
+                f"or more ({self.target_basis}); then the best quality above the floor ({self.floor.text})" + comfort)
 
 
 def quality_floor(catalog: Catalog, model: ModelSpec, options: Options) -> Floor:
@@ -124,7 +137,11 @@ def policy(catalog: Catalog, model: ModelSpec, options: Options, chosen: bool) -
         target, basis = float(options.min_tps), "--min-tps"
     else:
         target, basis = float(sel.reading_tokens_per_s), "reading speed, rules/memory.toml"
-    return Policy(target, basis, ctx, quality_floor(catalog, model, options), chosen)
+    t = catalog.rules.quality.targets
+    step = resolve_quant(catalog, t.step_quant)
+    return Policy(target, basis, ctx, quality_floor(catalog, model, options), chosen,
+                  comfort_tokens_per_s=float(t.comfort_factor) * target, step_kld=float(step.kld or 0.0),
+                  step_quant=step.id, comfort_basis=t.comfort_basis)
 
 
 def kv_candidates(catalog: Catalog, runtime: RuntimeSpec, options: Options) -> tuple[str, ...]:
@@ -176,8 +193,8 @@ def choose(catalog: Catalog, sc: Scenario, ladder: list[QuantSpec], fallback: Qu
     for q, kv in [(q, kv) for q in ladder for kv in kvs]:
         rows.append(measure(catalog, sc, q, kv, pol))
         c = rows[-1][0]
-        if not table and not c.below_floor and c.fits and c.meets_speed:
-            break  # quality order: without a table, the first that meets both targets is the pick
+        if not table and not c.below_floor and c.fits and (c.decode_tokens_per_s or 0) >= pol.comfort_tokens_per_s:
+            break  # quality order: without a table, the first that fits at a comfortable speed ends the search
     pick, why = _pick(rows, pol, sc.rig.is_cpu_only, fallback, kvs[0])
     if pick is not None and pick[0].kv_type != kvs[0]:
         same = next((c for c, _ in rows if c.quant.id == pick[0].quant.id and c.kv_type == kvs[0]), None)
@@ -209,7 +226,7 @@ def _pick(rows: list[tuple[Choice, Placer]], pol: Policy, cpu_only: bool, fallba
     for test, text in tiers:
         pick = next(((c, p) for c, p in ok if test(c)), None)
         if pick:
-            return pick, text
+            return _comfortable(pick, [(c, p) for c, p in ok if test(c)], pol, text)
     runners = [(c, p) for c, p in ok if c.runs]
     common = next(((c, p) for c, p in runners if c.quant.id == fallback.id and c.kv_type == first_kv), None)
     if cpu_only and runners:
@@ -220,6 +237,30 @@ def _pick(rows: list[tuple[Choice, Placer]], pol: Policy, cpu_only: bool, fallba
     if runners:
         return runners[0], f"nothing above the floor fits fully or reaches {target}; the best quality that runs"
     return None, ""
+
+
+def _comfortable(pick: tuple[Choice, Placer], tier: list[tuple[Choice, Placer]], pol: Policy,
+                 text: str) -> tuple[tuple[Choice, Placer], str]:
+    """From the tier's best-quality row, cheap steps down while it decodes under the comfortable speed: the next
+    faster row (quality order) whose loss exceeds the current one's by at most `pol.step_kld`."""
+    first = cur = pick
+    for row in tier[tier.index(pick) + 1:]:
+        speed, now = row[0].decode_tokens_per_s or 0.0, cur[0].decode_tokens_per_s or 0.0
+        if now >= pol.comfort_tokens_per_s:
+            break
+        if speed <= now:
+            continue  # the same weights with a smaller KV cache, or slower: buys no speed
+        if row[0].quality_loss is None or cur[0].quality_loss is None or \
+                row[0].quality_loss - cur[0].quality_loss > pol.step_kld + 1e-9:
+            break  # the next faster step costs more quality than the rule allows
+        cur = row
+    if cur is first:
+        return pick, text
+    c0, c = first[0], cur[0]
+    return cur, (f"{text}; {c0.quant.id} would decode {c0.decode_tokens_per_s or 0:.1f} tok/s, under the comfortable "
+                 f"{pol.comfort_tokens_per_s:g}, so it steps down while a step adds at most KLD {pol.step_kld:.3f} "
+                 f"({pol.step_quant}'s loss): {c.quant.id} at {c.decode_tokens_per_s or 0:.1f} tok/s for KLD "
+                 f"+{(c.quality_loss or 0) - (c0.quality_loss or 0):.3f}")
 
 
 def table_for(catalog: Catalog, sc: Scenario, ladder: list[QuantSpec], why: str, pol: Policy) -> tuple[Choice, ...]:
@@ -257,6 +298,10 @@ def _table(catalog: Catalog, rows: list[tuple[Choice, Placer]], pick: tuple[Choi
             reason = f"does not fit fully at {pol.target_context:,} context and decodes under {pol.target_tokens_per_s:g} tok/s"
         elif not c.meets_speed:
             reason = f"decodes under {pol.target_tokens_per_s:g} tok/s"
+        elif pick is not None and c.where == pick[0].where and _rank(rows, c) < _rank(rows, pick[0]) and \
+                (c.decode_tokens_per_s or 0) < pol.comfort_tokens_per_s:
+            reason = (f"better quality, but under the comfortable {pol.comfort_tokens_per_s:g} tok/s, and the pick "
+                      f"costs little quality more")
         elif not c.fits:
             reason = f"does not fit fully at {pol.target_context:,} context"
         elif pick is not None and _rank(rows, c) < _rank(rows, pick[0]):

@@ -240,7 +240,8 @@ OPTIONS: tuple[OptionDef, ...] = (
               commands=("plan",), **_MIN_TPS),
     OptionDef("budget", ("--budget",), "float", "most you will spend", "target", commands=("plan",), lo=0.0, hi=1e12,
               lo_open=True, metavar="USD"),
-    OptionDef("have", ("--have",), "list", "GPUs you own ([Nx]GPU_ID): kept, cost nothing", "target",
+    OptionDef("have", ("--have",), "list", "GPUs you own ([Nx]GPU_ID), or a platform (server, workstation): kept, cost "
+              "nothing", "target",
               commands=("plan",), metavar="SPEC"),
     OptionDef("rig", ("--rig",), "path", "a rig file (advisor detect --save): its GPUs count as owned, its RAM as the "
               "rig's", "target", commands=("plan",), metavar="FILE"),

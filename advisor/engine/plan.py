@@ -8,15 +8,22 @@ Each candidate is placed and timed by the same engine as `check`; those that fit
 build: that run) and reach the target decode speed are kept, cheapest first. With a budget, the
 best within it, or the cheapest above it when nothing is. An NVLink option is kept only when it
 reaches the target that the same GPUs without NVLink miss, or is cheaper.
+
+Prices are what a buyer can pay, each with its month: the user's (--price), else the cheapest dated
+catalog price (used ones with --used or for owners; a launch list price only within list_price_months
+of the newest market data). A part whose price is not known (the GPU server passive data-centre cards
+need, the server around a baseboard, a second machine's computer) is named in the option, which then
+comes after every fully priced one; a platform the user owns (--have server) costs nothing.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from advisor.record import Record, record
 from advisor.catalog.rulebook import PlatformRules
-from advisor.catalog.types import GIB, Catalog, GpuSpec, ModelSpec, QuantSpec
+from advisor.catalog.types import GIB, Catalog, GpuSpec, ModelSpec, Price, QuantSpec
 from advisor.engine.check import check_options
 from advisor.engine.choice import kv_candidates
 from advisor.engine.compat import refusal
@@ -62,6 +69,10 @@ class PlanOption(Record):
     """On rules/plan.toml's MoE host build (its price included)."""
     kv_cache_type: str = "f16"
     """The KV cache type it was planned with (q8_0 where that is what fits, as `check` chooses)."""
+    unpriced_parts: tuple[str, ...] = ()
+    """Parts it needs whose price is not known (a GPU server): `price_usd` leaves them out."""
+    cooling: str = ""
+    """Passive data-centre cards: the airflow they need and their board power, in words."""
 
 
 @record
@@ -85,6 +96,8 @@ class Plan(Record):
     """Used-market prices were allowed."""
     over_budget: bool = False
     """Nothing reached the target within the budget: the option shown is the cheapest above it."""
+    stale_list_prices: tuple[str, ...] = ()
+    """GPUs left out because their only price is a launch list price too old to pay (rules/plan.toml)."""
 
 
 def platform_for(parts: list[tuple[int, GpuSpec]], platforms: dict[str, PlatformRules]) -> PlatformRules | None:
@@ -99,11 +112,16 @@ def platform_for(parts: list[tuple[int, GpuSpec]], platforms: dict[str, Platform
     return None
 
 
-def price_words(spec: GpuSpec, usd: float, given: bool) -> str:
-    if given:
-        return f"{spec.name} ${usd:,.0f} (--price)"
-    assert spec.price is not None
-    return f"{spec.name} ${usd:,.0f} ({spec.price.condition}, {spec.price.date})"
+def price_words(spec: GpuSpec, price: Price) -> str:
+    """A part's price in words: its condition and the month it was seen (`as of`), or that the user gave it."""
+    if price.condition == "given":
+        return f"{spec.name} ${price.usd:,.0f} (--price)"
+    return f"{spec.name} ${price.usd:,.0f} ({price.condition}, as of {price.date})"
+
+
+def _month_index(text: str) -> int | None:
+    m = re.match(r"^(\d{4})-(\d{2})", text or "")
+    return int(m.group(1)) * 12 + int(m.group(2)) - 1 if m else None
 
 
 @record
@@ -126,6 +144,8 @@ class PlanAsk(Record):
     """How many options to show."""
     used: bool | None = None
     """Used-market prices too; None: for owners only."""
+    platforms: tuple[str, ...] = ()
+    """Platform ids (rules/plan.toml [platform]) the user owns (`--have server`): they add nothing to a price."""
 
 
 @record
@@ -165,13 +185,25 @@ class _Shop:
         self.host = self.rules.moe_host
         self.kv_types = kv_candidates(catalog, runtime, self.opts)
 
-    def price(self, spec: GpuSpec) -> float | None:
-        """The user's price, else the catalog's; used-market prices only when asked for (--used) or for owners."""
+    def offer(self, spec: GpuSpec) -> Price | None:
+        """The user's price, else the cheapest catalog price a buyer can pay: used-market prices only when asked
+        for (--used) or for owners, launch list prices only while recent (rules/plan.toml list_price_months)."""
         if spec.id in self.prices:
-            return self.prices[spec.id]
-        if spec.price is None or (spec.price.condition == "used" and not self.used):
-            return None
-        return spec.price.usd
+            return Price(usd=self.prices[spec.id], date="", source="--price", condition="given")
+        offers = [p for p in (spec.price, spec.used_price) if p is not None and not self.stale(p)
+                  and (p.condition != "used" or self.used)]
+        return min(offers, key=lambda p: p.usd) if offers else None
+
+    def price(self, spec: GpuSpec) -> float | None:
+        offer = self.offer(spec)
+        return None if offer is None else offer.usd
+
+    def stale(self, price: Price) -> bool:
+        """A launch list price from longer ago than the rulebook allows before its newest market prices."""
+        rules = self.rules
+        now, seen = _month_index(rules.prices_as_of), _month_index(price.date)
+        return price.condition == "msrp" and bool(rules.list_price_months) and now is not None and \
+            seen is not None and now - seen > float(rules.list_price_months)
 
 
 def make_plan(catalog: Catalog, model: ModelSpec, options: Options, **ask) -> Plan:
@@ -190,15 +222,16 @@ def make_plan(catalog: Catalog, model: ModelSpec, options: Options, **ask) -> Pl
         if opt is not None:
             results.append(opt)
     kept, dropped_nvlink = _without_idle_bridges(results)
-    kept.sort(key=lambda o: (o.price_usd, -o.decode_tokens_per_s))
+    kept.sort(key=lambda o: (bool(o.unpriced_parts), o.price_usd, -o.decode_tokens_per_s))
     kept, notes = _within_budget(kept, shop.ask.budget)
-    notes += _notes(shop, kept, beyond_platform)
+    notes += _notes(shop, kept, beyond_platform) + _price_notes(shop, kept)
     kwh = shop.ask.kwh_usd if shop.ask.kwh_usd is not None else float(shop.rules.electricity_usd_per_kwh)
     return Plan(model=model, quant=shop.quant, context_tokens=shop.ctx, min_tps=shop.ask.min_tps,
                 budget_usd=shop.ask.budget, notes=tuple(notes), options=tuple(kept[:shop.ask.top]),
                 evaluated=evaluated, nvlink_note=_nvlink_note(shop, kept, dropped_nvlink), kwh_usd=kwh,
                 kwh_basis=str(shop.rules.electricity_basis) if shop.ask.kwh_usd is None else "given with --kwh-price",
                 unpriced=tuple(sorted(g.id for g in catalog.gpus.values() if shop.price(g) is None)), used=shop.used,
+                stale_list_prices=_stale_ids(shop),
                 over_budget=bool(shop.ask.budget is not None and kept and kept[0].price_usd > shop.ask.budget))
 
 
@@ -304,7 +337,7 @@ def _option(shop: _Shop, cand: _Candidate, rig) -> PlanOption | None:
     tps = speed.decode_tokens_per_s or 0.0
     if shop.ask.min_tps is not None and tps < shop.ask.min_tps:
         return None
-    cost, basis, platform, where = _priced(shop, cand, placement.strategy)
+    cost, basis, platform, where, unknown = _priced(shop, cand, placement.strategy)
     power = cand.machines * sum(n * s.power_w for n, s in cand.parts) + (float(shop.host.base_w) if cand.on_host else 0.0)
     kwh = shop.ask.kwh_usd if shop.ask.kwh_usd is not None else float(shop.rules.electricity_usd_per_kwh)
     per_m = power / 1000 / (tps * 3600) * 1e6 * kwh if tps else float("inf")
@@ -319,53 +352,78 @@ def _option(shop: _Shop, cand: _Candidate, rig) -> PlanOption | None:
                       prefill_tokens_per_s=speed.prefill_tokens_per_s or 0.0, headroom_bytes=headroom,
                       power_w=power, usd_per_million_tokens=round(per_m, 2), strategy=placement.strategy, why=why,
                       fits=placement.fits, platform=platform, price_basis=tuple(basis), host_build=cand.on_host,
-                      kv_cache_type=kv)
+                      kv_cache_type=kv, unpriced_parts=tuple(unknown), cooling=_cooling(shop, cand))
 
 
-def _priced(shop: _Shop, cand: _Candidate, strategy: str) -> tuple[float, list[str], str, str]:
-    """(cost, each priced part in words, the platform, where it runs in words) of a candidate."""
+def _cooling(shop: _Shop, cand: _Candidate) -> str:
+    """What the passive data-centre cards of a candidate need (rules/plan.toml [cooling]), with their power."""
+    rules = shop.rules.cooling
+    passive = [(n, s) for n, s in cand.parts if rules is not None and s.category in rules.passive_categories
+               and not s.unified_memory]
+    if not passive:
+        return ""
+    cards = ", ".join(f"{n * cand.machines}× {s.name} {s.power_w:,.0f} W each" for n, s in passive)
+    return f"{cards}: {rules.passive_words}"
+
+
+def _priced(shop: _Shop, cand: _Candidate, strategy: str) -> tuple[float, list[str], str, str, list[str]]:
+    """(cost, each priced part in words, the platform, where it runs in words, the parts whose price is not known)
+    of a candidate."""
     parts, new, host = cand.parts, cand.new, shop.host
     if cand.machines > 1:
         return _priced_machines(shop, cand, strategy)
     bridge = float(shop.rules.nvlink_bridge_usd)
     cost = sum(n * shop.price(s) for n, s in new) + (bridge * (sum(n for n, _ in parts) // 2) if cand.nvlink else 0.0)
-    basis = [price_words(s, shop.price(s), s.id in shop.prices) for _, s in new]
+    basis = [price_words(s, shop.offer(s)) for _, s in new]
     if cand.nvlink:
         basis.append(f"NVLink bridge ${bridge:,.0f} ({shop.rules.nvlink_bridge_basis})")
     label = " + ".join(f"{n}× {s.name}" for n, s in parts)
     mode = words_of(strategy).words
     if cand.on_host:
         cost += float(host.usd)
-        basis.append(f"{host.name} ${float(host.usd):,.0f} ({host.date}, rules/plan.toml [moe_host])")
-        return cost, basis, host.name, f"{label} in an {host.name} build, experts in system RAM ({mode})"
+        basis.append(f"{host.name} ${float(host.usd):,.0f} (as of {host.date}, rules/plan.toml [moe_host])")
+        return cost, basis, host.name, f"{label} in an {host.name} build, experts in system RAM ({mode})", []
     if parts[0][1].unified_memory:
-        return cost, basis, "unified-memory machine", f"{label}: {mode}"
+        return cost, basis, "unified-memory machine", f"{label}: {mode}", []
     count = sum(n for n, _ in parts)
     if parts[0][1].sold_in:
-        return cost, basis, f"{count}-GPU baseboard (server not priced)", f"{label}: an {count}-GPU baseboard, {mode}"
+        return (cost, basis, f"{count}-GPU baseboard (server price not known)",
+                f"{label}: an {count}-GPU baseboard, {mode}", [f"the server around the {count}-GPU baseboard"])
     plat = platform_for(list(parts), shop.rules.platform)
     platform = plat.name if plat else ""
-    if plat is not None and new and (shop.owned or float(plat.usd)):
-        # a rig that outgrows the desktop needs the platform too (the owner's desktop costs nothing)
-        cost += float(plat.usd)
-        if float(plat.usd):
+    unknown = []
+    if plat is not None and new and not _owns(shop, plat):
+        # a rig that outgrows the desktop needs the platform too (the desktop you have costs nothing)
+        if plat.usd is None:
+            unknown.append(plat.name)
+        else:
+            cost += float(plat.usd)
             basis.append(f"platform ${float(plat.usd):,.0f}: {plat.price_basis}")
-    return cost, basis, platform, f"{label} on a {platform}: {mode}"
+    elif plat is not None and not plat.owned and _owns(shop, plat):
+        basis.append(f"{plat.name}: yours (--have)")
+    return cost, basis, platform, f"{label} on a {platform}: {mode}", unknown
 
 
-def _priced_machines(shop: _Shop, cand: _Candidate, strategy: str) -> tuple[float, list[str], str, str]:
+def _owns(shop: _Shop, plat: PlatformRules) -> bool:
+    """The platform is the user's: the desktop they have, or one named with --have."""
+    return plat.owned or any(shop.rules.platform.get(p) is plat for p in shop.ask.platforms)
+
+
+def _priced_machines(shop: _Shop, cand: _Candidate, strategy: str) -> tuple[float, list[str], str, str, list[str]]:
     """Two machines: what is bought for the second (a unified machine: both), the network between them."""
     rules = shop.rules
     net = rules.builtin_network.get(cand.parts[0][1].id, rules.second_machine_network)
     label = " + ".join(f"{n}× {s.name}" for n, s in cand.parts)
     bought = cand.new if shop.owned else tuple((n * cand.machines, s) for n, s in cand.new)
     cost = sum(n * shop.price(s) for n, s in bought)
-    basis = [price_words(s, shop.price(s), s.id in shop.prices) for _, s in bought]
+    basis = [price_words(s, shop.offer(s)) for _, s in bought]
     in_words = shop.catalog.rules.interconnect.network.label.get(net, net)
     if net == rules.second_machine_network:
         basis.append(rules.second_machine_basis)
     where = f"{cand.machines} machines of {label} over {in_words}: {words_of(strategy).words}"
-    return cost, basis, f"{cand.machines} machines", where
+    # cards need a second computer around them (board, CPU, RAM), whose price is not known; a unified machine is one
+    unknown = [] if cand.parts[0][1].unified_memory else ["the second machine's board, CPU and RAM"]
+    return cost, basis, f"{cand.machines} machines", where, unknown
 
 
 def _without_idle_bridges(results: list[PlanOption]) -> tuple[list[PlanOption], int]:
@@ -385,7 +443,7 @@ def _within_budget(kept: list[PlanOption], budget: float | None) -> tuple[list[P
     """The options within the budget, or the cheapest above it (said in a note) when none is."""
     if budget is None:
         return kept, []
-    within = [o for o in kept if o.price_usd <= budget]
+    within = [o for o in kept if o.price_usd <= budget and not o.unpriced_parts]
     if within or not kept:
         return within, []
     return kept[:1], [f"Nothing reaches the target within ${budget:,.0f}; the cheapest rig that does costs "
@@ -400,6 +458,32 @@ def _nvlink_note(shop: _Shop, kept: list[PlanOption], dropped_nvlink: int) -> st
                 f"than the same GPUs over PCIe ({shop.runtime.name}, {shop.opts.split or shop.runtime.default_split} "
                 f"split).")
     return "No NVLink-capable option reaches the target; PCIe is what these rigs use."
+
+
+def _stale_ids(shop: _Shop) -> tuple[str, ...]:
+    """GPUs left out because their only price is a launch list price too old to pay (rules/plan.toml)."""
+    return tuple(sorted(g.id for g in shop.catalog.gpus.values()
+                        if g.price is not None and shop.stale(g.price) and shop.price(g) is None))
+
+
+def _price_notes(shop: _Shop, kept: list[PlanOption]) -> list[str]:
+    """Options ranked after the priced ones for a part whose price is not known; list prices too old to pay."""
+    notes = []
+    unknown = [o for o in kept if o.unpriced_parts]
+    if unknown:
+        o = unknown[0]
+        notes.append(f"{len(unknown)} option(s) need a part whose price is not known, so they come after every fully "
+                     f"priced one: the cheapest, {', '.join(f'{n}x {g}' for n, g in o.new_gpus)}, is "
+                     f"${o.price_usd:,.0f} + {' + '.join(o.unpriced_parts)} (--have server counts a GPU server you "
+                     f"own).")
+    stale = _stale_ids(shop)
+    if stale:
+        r = shop.rules
+        notes.append(f"Left out, {len(stale)} GPU(s) whose only price is a launch list price from more than "
+                     f"{float(r.list_price_months):g} months before {r.prices_as_of}, the newest dated market prices "
+                     f"(rules/plan.toml): not what a buyer pays today, so price not known: "
+                     f"{', '.join(stale[:8])}{' ...' if len(stale) > 8 else ''}; --price ID=USD gives one.")
+    return notes
 
 
 def _notes(shop: _Shop, kept: list[PlanOption], beyond_platform: int) -> list[str]:

@@ -1,13 +1,16 @@
 """`fit`: every catalog model on one rig, with the best quantization that fits, ranked.
 
-Ranking is what a self-hoster weighs: first whether it fits fully on the GPUs, then the quality
-that fits: a bigger model at a good quantization beats a smaller one at a higher precision (a 32B
-at Q4_K_M over an 8B at Q8_0), but not once the quantization's measured loss turns steep (KL
-divergence over the rulebook's threshold, below ~Q3); then decode speed.
+Ranking is what a self-hoster gets: first whether it fits fully on the GPUs, then the quality
+that fits: a more capable model at a good quantization beats a lesser one at a higher precision (a
+32B at Q4_K_M over an 8B at Q8_0), but not once the quantization's measured loss turns steep (KL
+divergence over the rulebook's threshold, below ~Q3); capability is the model's effective size, its
+parameters scaled by its release month (rules/quality.toml [rank]: capability per parameter doubles
+every ~3.5 months), so a 2026 model outranks a bigger 2023 one; then decode speed. `rank_key` says it in words.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from advisor.record import Record, record
@@ -30,6 +33,32 @@ class Ranked(Record):
 
 
 TIER_WORDS = ("near-lossless", "good", "usable", "steep quality loss", "does not fit on the GPUs")
+_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+
+
+def _month_index(text: str) -> int | None:
+    m = _MONTH.match(text or "")
+    return int(m.group(1)) * 12 + int(m.group(2)) - 1 if m and 1 <= int(m.group(2)) <= 12 else None
+
+
+def effective_params(model: ModelSpec, rules: Rulebook) -> float:
+    """Total parameters x 2^(months from the reference month to the release / the density doubling time)
+    (rules/quality.toml [rank]); a model without a release month is taken as released at the reference."""
+    r = rules.quality.rank
+    ref = _month_index(r.reference_month)
+    released = _month_index(model.released)
+    months = (released - ref) if released is not None and ref is not None else 0
+    return model.params_total * 2.0 ** (months / float(r.density_doubling_months))
+
+
+def rank_key(rules: Rulebook, cpu_only: bool) -> str:
+    """The ranking in words, for the output."""
+    r = rules.quality.rank
+    size = (f"effective size: parameters x 2^(months since {r.reference_month} / "
+            f"{float(r.density_doubling_months):g}), as capability per parameter doubles every "
+            f"{float(r.density_doubling_months):g} months (rules/quality.toml [rank])")
+    first = "runs, decodes at reading speed" if cpu_only else "fits on the GPUs"
+    return f"ranked by: {first}, quality loss not steep, then {size}; then decode speed"
 
 
 def quality_tier(report: Report, rules: Rulebook) -> int:
@@ -51,8 +80,9 @@ def rank_models(catalog: Catalog, rig: Rig, options: Options, models: list[Model
             tps = f"{r.speed.decode_tokens_per_s:.0f} tok/s" if r.speed.decode_tokens_per_s else "speed unknown"
             kv = f" with {r.options.kv_type} KV" if r.options.kv_type != options.kv_type else ""
             note = f"{r.quant.id}{kv} ({TIER_WORDS[tier]}), {tps}, up to {r.max_context_tokens:,} context"
+            note += f", {_released_words(m)}"
         elif r.runs and rig.is_cpu_only:
-            note = f"{r.quant.id} on the CPU at {r.speed.decode_tokens_per_s or 0:.1f} tok/s"
+            note = f"{r.quant.id} on the CPU at {r.speed.decode_tokens_per_s or 0:.1f} tok/s, {_released_words(m)}"
         elif r.runs:
             note = f"does not fit on the GPUs; runs {words_of(r.placement.strategy).words} at " \
                    f"{r.speed.decode_tokens_per_s or 0:.1f} tok/s"
@@ -64,9 +94,14 @@ def rank_models(catalog: Catalog, rig: Rig, options: Options, models: list[Model
         reading = float(catalog.rules.memory.selection.reading_tokens_per_s)
         steep = float(catalog.rules.memory.selection.steep_kld)
         out.sort(key=lambda x: (not x.report.runs, (x.report.speed.decode_tokens_per_s or 0) < reading,
-                                (x.report.quant.kld or 0) >= steep, -x.model.params_total,
+                                (x.report.quant.kld or 0) >= steep, -effective_params(x.model, catalog.rules),
                                 -(x.report.speed.decode_tokens_per_s or 0)))
         return out
-    out.sort(key=lambda x: (x.tier == 4, x.tier == 3, -x.model.params_total if x.tier < 4 else 0,
+    out.sort(key=lambda x: (x.tier == 4, x.tier == 3, -effective_params(x.model, catalog.rules) if x.tier < 4 else 0,
                             -(x.report.speed.decode_tokens_per_s or 0)))
     return out
+
+
+def _released_words(model: ModelSpec) -> str:
+    known = _month_index(model.released) is not None
+    return f"released {model.released}" if known else "release month not in the catalog"

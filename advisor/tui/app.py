@@ -22,7 +22,7 @@ from textual.worker import get_current_worker
 from advisor.catalog.types import Catalog
 from advisor.engine.check import evaluate
 from advisor.engine.options import Options
-from advisor.engine.rank import rank_models
+from advisor.engine.rank import rank_key, rank_models
 from advisor.engine.result import Report
 from advisor.engine.rig import Rig
 from advisor.errors import AdvisorError
@@ -284,7 +284,8 @@ class MainScreen(Screen[None]):
             view = self.query_one(FitView)
             if not view.ranked:
                 return None
-            doc = fit_doc(view.shown, self.rig, self.options().runtime, show_all=True)
+            doc = fit_doc(view.shown, self.rig, self.options().runtime, show_all=True,
+                          key=rank_key(self.catalog.rules, self.rig.is_cpu_only))
             return "advisor-fit", render(doc, "json" if fmt == "json" else "markdown")
         if tab == "plan":
             doc = self.query_one(PlanView).document()

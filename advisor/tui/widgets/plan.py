@@ -53,6 +53,9 @@ under the table has it whole)."""
 RIGHT = {0, 1, 3, 4, 5, 6, 7}
 NARROW_BELOW = 120
 BUY_WIDTH_NARROW = 28
+BUY_WIDTH_WIDE = 36
+"""At 120 columns and more "what to buy" is cut past 36 cells, so a long name (RTX PRO 6000 Blackwell Max-Q
+Workstation Edition) leaves the other columns on screen; the line under the table has it whole."""
 
 
 class PlanView(Vertical):
@@ -103,7 +106,7 @@ class PlanView(Vertical):
         for i, h in enumerate(NARROW_HEADERS if self._narrow else HEADERS):
             if self._narrow and i == 0:
                 continue
-            width = BUY_WIDTH_NARROW if self._narrow and i == 2 else None
+            width = (BUY_WIDTH_NARROW if self._narrow else BUY_WIDTH_WIDE) if i == 2 else None
             table.add_column(right(h) if i in RIGHT else h, width=width)
 
     def on_resize(self) -> None:
@@ -214,7 +217,8 @@ class PlanView(Vertical):
         vs = f"×{o.decode_tokens_per_s / self.yours:.1f}" if self.yours else "—"
         tps, watts = (f"{o.decode_tokens_per_s:,.1f}", f"{o.power_w:,.0f}") if narrow else \
             (f"{o.decode_tokens_per_s:,.1f} tok/s", f"{o.power_w:,.0f} W")
-        return [f"{i}.", f"${o.price_usd:,.0f}", buy, tps, vs, f"{o.headroom_bytes / GIB:.1f}", watts,
+        price = f"${o.price_usd:,.0f}" + ("+?" if o.unpriced_parts else "")  # + a part whose price is not known
+        return [f"{i}.", price, buy, tps, vs, f"{o.headroom_bytes / GIB:.1f}", watts,
                 f"${o.usd_per_million_tokens:.2f}", "yes" if o.nvlink else "no"]
 
     def _rows(self) -> None:
