@@ -53,6 +53,15 @@ def test_tensor_parallel_over_x1_risers_spends_its_time_on_the_link(catalog):
     assert any(f.code == "NVL004" and "x4/x1" in f.message for f in r.findings)
 
 
+def test_a_bridged_pair_is_not_told_to_patch_in_p2p_instead(catalog):
+    """P2P is the cheap stand-in for a bridge: a pair that has NVLink is not sent after it, a pair without is."""
+    bridged = verdict(catalog, "qwen3.6-27b", ["2xrtx-3090"], nvlink=True, quant="awq", runtime="vllm", concurrency=4)
+    bare = verdict(catalog, "qwen3.6-27b", ["2xrtx-3090"], quant="awq", runtime="vllm", concurrency=4)
+    said = {name: " ".join(f.message for f in r.findings if f.code == "NVL004") for name, r in
+            (("bridged", bridged), ("bare", bare))}
+    assert "P2P" not in said["bridged"] and "P2P" in said["bare"], said
+
+
 def test_full_finetune_over_pcie_wants_nvlink(catalog):
     r = verdict(catalog, "llama-3.1-8b", ["4xrtx-a6000"], workload="full-finetune")
     assert r.interconnect.nvlink in ("helps", "needed")

@@ -439,7 +439,7 @@ def nvl004_what_changes_it(r: Report, c: Catalog) -> Iterator[Said]:
     geforce_no_p2p = all(s.vendor == "nvidia" and s.category == "consumer" and not s.pcie_p2p for s in specs)
     tips = []
     if r.placement.strategy == "tensor_parallel":
-        if geforce_no_p2p and r.rig.p2p is not True:
+        if geforce_no_p2p and r.rig.p2p is not True and not r.rig.nvlink:  # a bridged pair has its fast link
             tips.append("enable PCIe P2P (patched open kernel modules): measured +10-30% for vLLM on 2x 3090/5090, "
                         "about the NVLink gain at a fraction of the cost")
         if any((g.pcie_lanes or 16) <= 4 for g in r.rig.gpus):
