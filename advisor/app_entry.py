@@ -34,9 +34,9 @@ def make_app(args: argparse.Namespace):
     loaded = ref if ref is not None and not isinstance(ref, str) else None
     model = resolve(catalog.models, ref, "model") if isinstance(ref, str) else None
     rig = None
-    if args.gpu or args.rig:
+    if args.gpu or args.rig or getattr(args, "cpu", None):
         rig = build_rig(catalog, gpus=args.gpu, nvlink=args.nvlink, pcie=args.pcie, ram=args.ram, ram_bw=getattr(args, "ram_bw", None),
-                        rig_file=args.rig, empty=args.empty)
+                        rig_file=args.rig, empty=args.empty, cpu=getattr(args, "cpu", None))
     elif args.nvlink or args.pcie:
         raise AdvisorError("--nvlink and --pcie describe GPUs given with --gpu", "add --gpu SPEC")
     elif args.ram is not None:

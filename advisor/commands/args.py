@@ -32,7 +32,8 @@ def rig_from_args(args: argparse.Namespace, catalog):
     from advisor.probe.build import build_rig
 
     return build_rig(catalog, gpus=args.gpu, nvlink=args.nvlink, pcie=args.pcie, ram=args.ram,
-                     rig_file=args.rig, empty=args.empty, ram_bw=getattr(args, "ram_bw", None))
+                     rig_file=args.rig, empty=args.empty, ram_bw=getattr(args, "ram_bw", None),
+                     cpu=getattr(args, "cpu", None))
 
 
 def model_from_arg(text: str, catalog=None, *, mmproj: bool = True):
