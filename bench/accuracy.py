@@ -213,7 +213,8 @@ def cpu_only_report(h: HeldOut) -> str:
     for source, (now, before) in by_source.items():
         every[0].extend(now)
         every[1].extend(before)
-        lines.append(f"  {'  ' + source:<40} {len(now):>5} {statistics.median(now):>8.1%} {statistics.median(before):>8.1%}")
+        lines.append(f"  {'  ' + source:<40} {len(now):>5} {statistics.median(now):>8.1%} "
+                     f"{statistics.median(before):>8.1%}")
     if every[0]:
         lines.insert(2, f"  {'all':<40} {len(every[0]):>5} {statistics.median(every[0]):>8.1%} "
                         f"{statistics.median(every[1]):>8.1%}")

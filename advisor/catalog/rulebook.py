@@ -222,7 +222,7 @@ class FixedCosts(Record):
 
 @record
 class CpuRules(Record):
-    """CPU decode's compute ceiling (rules/speed.toml [cpu]; not fitted by bench/calibrate.py)."""
+    """CPU decode's compute ceiling (rules/speed.toml [cpu_decode]; not fitted by bench/calibrate.py)."""
 
     __pydantic_config__ = _STRICT
     compute_efficiency: float = 0.0
@@ -237,7 +237,7 @@ class SpeedRules(Record):
     prefill: PrefillRules
     by_runtime: dict[str, FixedCosts] = field(default_factory=dict)
     """Runtimes' own fitted fixed costs, by the name a runtime's `speed_terms` gives."""
-    cpu: CpuRules = field(default_factory=CpuRules)
+    cpu_decode: CpuRules = field(default_factory=CpuRules)
     """CPU decode's compute ceiling, for a rig whose CPU is in the catalog."""
 
 

@@ -85,7 +85,7 @@ def _cpu_basis(sc: Scenario) -> str:
     if fabric and fabric * sc.rig.cpu_sockets < sc.rig.ram_bandwidth_gb_s:
         text += (f", capped at {fabric * sc.rig.cpu_sockets:g} GB/s by what its {cpu.ccds * sc.rig.cpu_sockets} "
                  f"CCDs' fabric links read ({cpu.fabric_basis})")
-    eff, peak = float(sc.rules.speed.cpu.compute_efficiency), cpu.int8_gops * sc.rig.cpu_sockets
+    eff, peak = float(sc.rules.speed.cpu_decode.compute_efficiency), cpu.int8_gops * sc.rig.cpu_sockets
     if eff and peak:
         text += (f"; where slower, the {cpu.name} multiplies it at {eff * peak:,.0f} GOPS ({eff:g} of its "
                  f"{peak:,.0f} GOPS int8 peak on llama.cpp's default threads, hardware_db/cpus.toml)")

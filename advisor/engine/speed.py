@@ -251,8 +251,8 @@ def host_read_gb_s(rig: Rig) -> float:
 
 def _host_compute_s(sc: Scenario, weights_bytes: float, streams: int) -> float:
     """Seconds the CPU multiplies the weights it holds for `streams` tokens: 2 ops per weight per token at
-    rules/speed.toml [cpu] compute_efficiency of its peak int8 dot-product rate (0 when the CPU is unknown)."""
-    cpu, eff = sc.rig.cpu_spec, float(sc.rules.speed.cpu.compute_efficiency)
+    rules/speed.toml [cpu_decode] compute_efficiency of its peak int8 dot-product rate (0 when the CPU is unknown)."""
+    cpu, eff = sc.rig.cpu_spec, float(sc.rules.speed.cpu_decode.compute_efficiency)
     if cpu is None or not eff or not cpu.int8_gops:
         return 0.0
     params = weights_bytes / max(sc.quant.bits_per_weight / 8, 1e-9)
