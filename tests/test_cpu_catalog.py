@@ -103,9 +103,12 @@ def test_a_rig_file_and_the_flag_name_the_cpu(catalog, tmp_path):
     f.write_text('[rig]\ncpu = "AMD Ryzen 9 7950X 16-Core Processor"\nram_gib = 64\n')
     rig = build_rig(catalog, rig_file=f)
     assert rig.cpu_spec.id == "ryzen-9-7950x" and rig.ram_bandwidth_gb_s == pytest.approx(83.2)
-    assert build_rig(catalog, rig_file=f, cpu="cix-p1").cpu_spec.id == "cix-p1"
+    pi = with_cpu(catalog, rig, "Raspberry Pi 5")  # --cpu over the rig file's: its channels too
+    assert pi.cpu_spec.id == "raspberry-pi-5" and pi.ram_bandwidth_gb_s == pytest.approx(17.068)
+    stated = with_cpu(catalog, build_rig(catalog, rig_file=f, ram_bw="ddr5-6000x2"), "raspberry-pi-5")
+    assert stated.ram_bandwidth_gb_s == 96.0  # --ram-bw is the rig's own: kept
     with pytest.raises(AdvisorError, match="unknown cpu"):
-        build_rig(catalog, rig_file=f, cpu="xeon-9999")
+        with_cpu(catalog, rig, "xeon-9999")
     f.write_text('[rig]\ncpu = "Some Future CPU"\n')
     assert build_rig(catalog, rig_file=f).cpu_spec is None
 

@@ -137,13 +137,22 @@ def with_cpu(catalog: Catalog, rig: Rig, name: str | None = None) -> Rig:
         return rig
     spec = catalog.cpus[cid]
     changes: dict = {"cpu_spec": spec, "cpu_sockets": count, "cpu": spec.name if name else (rig.cpu or spec.name)}
-    if spec.memory is not None and rig.ram_bandwidth_basis == DEFAULT_RAM_BW_BASIS and not rig.unified:
-        m = spec.memory
-        changes["ram_bandwidth_gb_s"] = m.peak_gb_s * count
-        changes["ram_bandwidth_basis"] = (f"{count} x " if count > 1 else "") + (
-            f"{spec.name}: {m.channels} x {m.channel_bits}-bit {m.type}-{m.mt_s} = {m.peak_gb_s:g} GB/s peak "
-            "(hardware_db/cpus.toml)")
+    # the rig's RAM is the rulebook's default, or what another catalog CPU gave it: this CPU's channels
+    stated = rig.ram_bandwidth_basis not in (DEFAULT_RAM_BW_BASIS, _memory_basis(rig.cpu_spec, rig.cpu_sockets))
+    if spec.memory is not None and not stated and not rig.unified:
+        changes["ram_bandwidth_gb_s"] = spec.memory.peak_gb_s * count
+        changes["ram_bandwidth_basis"] = _memory_basis(spec, count)
     return dataclasses.replace(rig, **changes)
+
+
+def _memory_basis(spec, count: int) -> str:
+    """The basis of a RAM bandwidth taken from a CPU's catalog entry (empty: none)."""
+    if spec is None or spec.memory is None:
+        return ""
+    m = spec.memory
+    return (f"{count} x " if count > 1 else "") + (
+        f"{spec.name}: {m.channels} x {m.channel_bits}-bit {m.type}-{m.mt_s} = {m.peak_gb_s:g} GB/s peak "
+        "(hardware_db/cpus.toml)")
 
 
 def host_ram_bytes() -> int | None:
@@ -158,11 +167,11 @@ def host_ram_bytes() -> int | None:
 
 def build_rig(catalog: Catalog, gpus: list[str] | None = None, nvlink: bool = False, pcie: str | None = None,
               ram: str | None = None, rig_file: Path | None = None, empty: bool = False,
-              detection: Detection | None = None, ram_bw: str | None = None, cpu: str | None = None) -> Rig:
-    """The rig the user described: rig file, else --gpu flags, else the detected machine; `cpu` (--cpu) names
-    its CPU (else the rig file's or the detected one, where the catalog has it); `ram_bw` (GB/s or a preset
+              detection: Detection | None = None, ram_bw: str | None = None) -> Rig:
+    """The rig the user described: rig file, else --gpu flags, else the detected machine, with the CPU the rig
+    file or the probe names where the catalog has it (`--cpu`: with_cpu after it); `ram_bw` (GB/s or a preset
     like ddr5-6000x2) replaces the RAM bandwidth of any of them."""
-    rig = with_cpu(catalog, _build_rig(catalog, gpus, nvlink, pcie, ram, rig_file, empty, detection), cpu)
+    rig = with_cpu(catalog, _build_rig(catalog, gpus, nvlink, pcie, ram, rig_file, empty, detection))
     if ram_bw is None:
         return rig
     from advisor.probe.flags import parse_ram_bw
