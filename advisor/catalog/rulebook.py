@@ -228,6 +228,9 @@ class CpuRules(Record):
     compute_efficiency: float = 0.0
     """Share of a CPU's peak int8 dot-product rate (hardware_db/cpus.toml) llama.cpp reaches in decode
     (0: no compute ceiling)."""
+    prefill_efficiency: float = 0.0
+    """Share of that peak llama.cpp reaches in CPU-only prompt processing (0: [prefill] cpu_gflops for every
+    CPU)."""
 
 
 @record

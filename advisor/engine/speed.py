@@ -259,6 +259,15 @@ def _host_compute_s(sc: Scenario, weights_bytes: float, streams: int) -> float:
     return 2 * params * max(streams, 1) / (cpu.int8_gops * sc.rig.cpu_sockets * 1e9 * eff)
 
 
+def cpu_prefill_gflops(sc: Scenario) -> float:
+    """What the CPU multiplies at in prompt processing, GFLOP/s: rules/speed.toml [cpu_decode]
+    prefill_efficiency of its peak int8 rate where the catalog has the CPU, else [prefill] cpu_gflops."""
+    cpu, share = sc.rig.cpu_spec, float(sc.rules.speed.cpu_decode.prefill_efficiency)
+    if cpu is None or not share or not cpu.int8_gops:
+        return float(sc.rules.speed.prefill.cpu_gflops)
+    return cpu.int8_gops * sc.rig.cpu_sockets * share
+
+
 def _fixed_decode_s(sc: Scenario) -> float:
     """The fixed cost of a decode step: kernel launches per layer and a per-token cost (the runtime's own
     fitted ones where rules/speed.toml has them)."""
@@ -354,7 +363,7 @@ def _host_prefill_s(sc: Scenario, placement: Placement, layout: mem.WeightsLayou
     """No GPU: the CPU's own throughput. Offload: llama.cpp copies the offloaded weights to the GPU for each
     micro-batch of a large prompt."""
     if placement.strategy == "cpu_only":
-        return (2 * t.active_params * t.prompt_tokens + t.attn_flops) / (float(sc.rules.speed.prefill.cpu_gflops) * 1e9)
+        return (2 * t.active_params * t.prompt_tokens + t.attn_flops) / (cpu_prefill_gflops(sc) * 1e9)
     if not placement.host.weights_bytes:
         return 0.0
     moved = placement.host.weights_bytes - (layout.embed_bytes if sc.runtime.embeddings_on_host else 0)
