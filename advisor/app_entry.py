@@ -24,7 +24,6 @@ def make_app(args: argparse.Namespace):
     rig is detected inside the app, in a worker (default probe: `advisor.probe.detect`)."""
     from advisor.catalog.load import load_catalog
     from advisor.catalog.resolve import resolve
-    from advisor.probe.build import build_rig
     from advisor.probe.flags import parse_ram
 
     from advisor.commands.args import model_from_arg, wants_mmproj
@@ -34,9 +33,10 @@ def make_app(args: argparse.Namespace):
     loaded = ref if ref is not None and not isinstance(ref, str) else None
     model = resolve(catalog.models, ref, "model") if isinstance(ref, str) else None
     rig = None
-    if args.gpu or args.rig:
-        rig = build_rig(catalog, gpus=args.gpu, nvlink=args.nvlink, pcie=args.pcie, ram=args.ram, ram_bw=getattr(args, "ram_bw", None),
-                        rig_file=args.rig, empty=args.empty)
+    if args.gpu or args.rig or getattr(args, "cpu", None):
+        from advisor.commands.args import rig_from_args
+
+        rig = rig_from_args(args, catalog)
     elif args.nvlink or args.pcie:
         raise AdvisorError("--nvlink and --pcie describe GPUs given with --gpu", "add --gpu SPEC")
     elif args.ram is not None:

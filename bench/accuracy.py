@@ -38,7 +38,7 @@ import statistics
 import sys
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -189,6 +189,38 @@ def held_out_2025(calibration: list[Row]) -> HeldOut:
                    {id(r): fraction[r.test] * r.naive for r in rows}, skipped, total)
 
 
+def cpu_only_decode(h: HeldOut) -> dict[str, tuple[list[float], list[float]]]:
+    """The CPU-only decode rows by source: |error| with the CPU its source names (hardware_db/cpus.toml: compute
+    ceiling, fabric cap, its memory interface) and before the CPU catalog (the same rows asked with the CPU unknown:
+    the rulebook's default RAM bandwidth, bandwidth alone)."""
+    catalog = load_catalog(user=False)
+    rows = [r for r in h.rows if not r.case.gpu_count and r.test == "tg"]
+    before = {id(r): b for r in rows for b in build_rows([replace(r.case, cpu_id="")], offload=True)}
+    out: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+    for r in rows:
+        out[r.case.dataset][0].append(abs(h.model[id(r)] / r.case.measured - 1))
+        b = before.get(id(r))
+        if b is not None:
+            out[r.case.dataset][1].append(abs(b.predicted_tokens_per_s(catalog.rules) / r.case.measured - 1))
+    return dict(sorted(out.items()))
+
+
+def cpu_only_report(h: HeldOut) -> str:
+    by_source = cpu_only_decode(h)
+    lines = ["\nCPU-only decode (tg), held out 2025-26: the CPU named vs unknown (before the CPU catalog)",
+             f"  {'':<40} {'rows':>5} {'median':>8} {'before':>8}"]
+    every: tuple[list[float], list[float]] = ([], [])
+    for source, (now, before) in by_source.items():
+        every[0].extend(now)
+        every[1].extend(before)
+        lines.append(f"  {'  ' + source:<40} {len(now):>5} {statistics.median(now):>8.1%} "
+                     f"{statistics.median(before):>8.1%}")
+    if every[0]:
+        lines.insert(2, f"  {'all':<40} {len(every[0]):>5} {statistics.median(every[0]):>8.1%} "
+                        f"{statistics.median(every[1]):>8.1%}")
+    return "\n".join(lines)
+
+
 def _pair(label: str, m: dict, n: dict) -> str:
     return (f"  {label:<40} {m['rows']:>5} {m['median']:>8.1%} {m['p90']:>8.1%}"
             f" {n['median']:>8.1%} {n['p90']:>8.1%}")
@@ -208,7 +240,7 @@ def heldout_report(h: HeldOut) -> str:
                 lines.append(f"  per {label}")
             for k, (m, n) in groups.items():
                 lines.append(_pair(("  " + k) if label != "all" else "all", m, n))
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + cpu_only_report(h)
 
 
 Errors = list[tuple[Row, float]]

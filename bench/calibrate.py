@@ -132,13 +132,16 @@ def build_rows(cases: list[Case] | None = None, offload: bool = False) -> list[R
         p = placer.at(c.ctx)
         if not (p.fits or (offload and p.runs)):
             continue
-        g = placer.rig.gpus[0].spec
+        g = placer.rig.gpus[0].spec if placer.rig.gpus else None
         sc = placer.scenario
         parallel = len(placer.rig.gpus) if p.strategy == "tensor_parallel" else 1
+        # a CPU-only row's naive baseline: the RAM's peak bandwidth, the rulebook's CPU prefill throughput
+        bandwidth = g.memory_bandwidth_gb_s if g else placer.rig.ram_bandwidth_gb_s
+        flops = g.fp16_tflops * 1e12 if g else float(sc.rules.speed.prefill.cpu_gflops) * 1e9
         if c.test == "tg":
-            naive = g.memory_bandwidth_gb_s * 1e9 * parallel / mem.weights_layout(placer.model, placer.quant).total_bytes
+            naive = bandwidth * 1e9 * parallel / mem.weights_layout(placer.model, placer.quant).total_bytes
         else:
-            naive = g.fp16_tflops * 1e12 * parallel / (2 * placer.model.params_active)
+            naive = flops * parallel / (2 * placer.model.params_active)
         if c.test == "tg":
             # llama-bench tg N generates N tokens from an empty cache (a held-out row may start at `depth`):
             # on average half-way deep.
@@ -149,11 +152,11 @@ def build_rows(cases: list[Case] | None = None, offload: bool = False) -> list[R
             run = (lambda s, pl, n, d: lambda rules: prefill_seconds(s.with_rules(rules), pl, n, d))(
                 sc, p, c.n_prompt, c.depth)
             measured = c.n_prompt / c.measured
-        backend = spd.backend_of(g, placer.runtime) if placer.rig.gpus else "cpu"
-        rows.append(Row(c, c.test, g.arch, placer.quant.kernel, backend, measured, run,
+        backend = spd.backend_of(g, placer.runtime) if g else "cpu"
+        rows.append(Row(c, c.test, g.arch if g else "cpu", placer.quant.kernel, backend, measured, run,
                         spd.answer_kind(p, placer.rig, placer.model, placer.runtime), naive,
-                        backend == gpu_backend(g), flash_attention_on(placer.runtime, placer.rig, sc.options),
-                        placer.model.is_moe))
+                        g is not None and backend == gpu_backend(g),
+                        flash_attention_on(placer.runtime, placer.rig, sc.options), placer.model.is_moe))
     return rows
 
 

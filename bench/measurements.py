@@ -19,6 +19,7 @@ from advisor.engine.options import Options
 from advisor.engine.placement import Placer
 from advisor.engine.scenario import Scenario
 from advisor.engine.rig import Rig
+from advisor.probe.build import match_cpu, with_cpu
 from advisor.probe.flags import rig_from_flags
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,6 +122,9 @@ class Case:
     """Tokens already in the context when the test starts (llama-bench `@ dN`, a decode after a real prompt)."""
     backend: str = ""
     """The backend the row ran (`cuda`, `metal`, `rocm`, `vulkan`); empty: not stated (the GPU's own)."""
+    cpu_id: str = ""
+    """A CPU-only row (gpu_count 0): the catalog CPU its source names (hardware_db/cpus.toml); empty: the rig's
+    CPU unknown (decode from RAM by bandwidth alone, as before the CPU catalog)."""
 
     @property
     def ctx(self) -> int:
@@ -185,10 +189,12 @@ def _heldout_case(catalog: Catalog, row: dict) -> Case | str:
     runtime = HELDOUT_RUNTIMES[row["runtime"]]
     if not row["gpu_count"].isdigit() or (int(row["gpu_count"]) > 1 and row["split"] not in ("layer", "row", "tensor")):
         return "GPU count or multi-GPU split not stated"
-    if row["gpu_count"] == "0":
-        return "CPU only (no CPU catalog)"
-    gid = _gpu_id(catalog, row["gpu"])
-    if gid is None or gid not in catalog.gpus:
+    cpu_only = row["gpu_count"] == "0"
+    gid = "" if cpu_only else _gpu_id(catalog, row["gpu"])
+    cpu = match_cpu(catalog, row["gpu"]) if cpu_only else ""
+    if cpu is None:
+        return "CPU only, CPU not in the catalog"
+    if gid is None or (gid and gid not in catalog.gpus):
         return "GPU or machine not in the catalog (or its variant not stated)"
     if row["model"] not in MODELS or MODELS[row["model"]] not in catalog.models:
         return "model not in the catalog"
@@ -204,14 +210,15 @@ def _heldout_case(catalog: Catalog, row: dict) -> Case | str:
     depth = int(row["depth"] or 0)
     if row["test"] == "pp" and not row["n_prompt"]:
         return "prompt length not stated"
-    spec = catalog.gpus[gid]
+    spec = catalog.gpus[gid] if gid else None
     return Case(dataset=row["dataset"], gpu_id=gid, gpu_count=int(row["gpu_count"]),
                 split={"none": "layer", "layer": "layer", "row": "row", "tensor": "tensor"}[row["split"]],
                 model_id=MODELS[row["model"]], quant=q.id, test=row["test"], n_prompt=int(row["n_prompt"] or 0),
                 n_gen=int(row["n_gen"] or 0) or (128 if row["test"] == "tg" else 0), measured=float(row["tokens_per_s"]),
-                family="apple" if spec.vendor == "apple" else spec.arch, source=row["source_url"], runtime=runtime,
-                depth=depth, flash_attn={"1": "on"}.get(row.get("flash_attn", ""), "off"),
-                backend=BACKENDS.get(row["backend"], ""))
+                family="cpu" if spec is None else "apple" if spec.vendor == "apple" else spec.arch,
+                source=row["source_url"], runtime=runtime, depth=depth,
+                flash_attn={"1": "on"}.get(row.get("flash_attn", ""), "off"), backend=BACKENDS.get(row["backend"], ""),
+                cpu_id=cpu)
 
 
 def load_heldout(catalog: Catalog | None = None) -> tuple[list[Case], dict[str, int], int]:
@@ -233,7 +240,11 @@ def load_heldout(catalog: Catalog | None = None) -> tuple[list[Case], dict[str, 
 
 
 def rig_for(catalog: Catalog, case: Case) -> Rig:
-    """The row's GPUs with 128 GB of RAM, driven by the backend the row ran (a Vulkan build on any card)."""
+    """The row's GPUs with 128 GB of RAM, driven by the backend the row ran (a Vulkan build on any card); a
+    CPU-only row: no GPU, the CPU its source names (its cores, and its memory interface as its vendor states
+    it where the source does not give the RAM)."""
+    if not case.gpu_count:
+        return with_cpu(catalog, rig_from_flags(catalog, [], ram=128), case.cpu_id or None)
     rig = rig_from_flags(catalog, [f"{case.gpu_count}x{case.gpu_id}"], ram=128)
     if not case.backend or all(g.spec.backend == case.backend for g in rig.gpus):
         return rig

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 from advisor.catalog.types import (
     Catalog,
+    CpuCluster,
+    CpuMemory,
+    CpuSpec,
     GpuSpec,
     ModelSpec,
     MultiNode,
@@ -47,10 +50,14 @@ KINDS: dict[str, type] = {
     "quant": QuantSpec,
     "runtime": RuntimeSpec,
     "preset": PresetRig,
+    "cpu": CpuSpec,
 }
 _NESTED: dict[str, type] = {"nvlink": NvlinkSpec, "price": Price, "used_price": Price, "recurrent": RecurrentSpec,
-                            "multinode": MultiNode}
-_PLURAL = {"gpu": "gpus", "model": "models", "quant": "quants", "runtime": "runtimes", "preset": "presets"}
+                            "multinode": MultiNode, "memory": CpuMemory}
+_NESTED_LISTS: dict[str, type] = {"clusters": CpuCluster}
+"""Arrays of tables that become tuples of their dataclass."""
+_PLURAL = {"gpu": "gpus", "model": "models", "quant": "quants", "runtime": "runtimes", "preset": "presets",
+           "cpu": "cpus"}
 
 
 def _package_data(name: str) -> Path:
@@ -142,6 +149,8 @@ def _build(cls: type, data: dict[str, Any]) -> Any:
         value = data[f.name]
         if f.name in _NESTED and isinstance(value, dict):
             value = _build(_NESTED[f.name], value)
+        elif f.name in _NESTED_LISTS and isinstance(value, list):
+            value = tuple(_build(_NESTED_LISTS[f.name], v) if isinstance(v, dict) else v for v in value)
         elif isinstance(value, list):
             value = tuple(value)
         kwargs[f.name] = value
@@ -156,7 +165,7 @@ def as_dict(obj: Any) -> dict[str, Any]:
         if is_dataclass(value):
             value = as_dict(value)
         elif isinstance(value, tuple):
-            value = list(value)
+            value = [as_dict(v) if is_dataclass(v) else v for v in value]
         out[f.name] = value
     return out
 
@@ -190,6 +199,10 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "helps_above": (1, 100), "needed_above": (1, 100), "reading_tokens_per_s": (0, 1e4),
     "comfort_factor": (1, 100), "density_doubling_months": (0.1, 1200),
     "count": (1, 64), "memory_gib": (0, 65536), "node": (0, 1024), "ram_bandwidth_gb_s": (0.1, 1e5),
+    # CPUs (hardware_db/cpus.toml)
+    "cores": (1, 1024), "ghz": (0.1, 10), "simd_bits": (64, 2048), "pipes": (1, 8), "mt_s": (100, 20000),
+    "channels": (1, 64), "channel_bits": (8, 128), "ccds": (0, 64), "ccd_read_gb_s": (0, 1e4),
+    "compute_efficiency": (0, 1), "prefill_efficiency": (0, 1),
 }
 
 
@@ -359,7 +372,7 @@ def _load_catalog(user: Path | None | bool) -> Catalog:
                                f"run `advisor catalog validate` to see every problem; files are in {folder}")
     return Catalog(
         gpus=tables["gpu"], models=tables["model"], quants=tables["quant"],
-        runtimes=tables["runtime"], presets=tables["preset"], rules=build_rulebook(rules),
+        runtimes=tables["runtime"], presets=tables["preset"], rules=build_rulebook(rules), cpus=tables["cpu"],
     )
 
 

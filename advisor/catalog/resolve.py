@@ -89,13 +89,13 @@ def resolve(entries: Mapping[str, object], text: str, what: str) -> str:
 _COUNT = re.compile(r"^\s*(\d+)\s*[x×*]\s*(.+)$", re.IGNORECASE)
 
 
-def parse_gpu_spec(entries: Mapping[str, object], spec: str) -> tuple[int, str]:
-    """`[Nx]GPU` to (count, id). Counts from 1 to 64."""
+def parse_gpu_spec(entries: Mapping[str, object], spec: str, what: str = "gpu") -> tuple[int, str]:
+    """`[Nx]GPU` (or `[Nx]CPU` with `what="cpu"`) to (count, id). Counts from 1 to 64."""
     match = _COUNT.match(spec)
     if match:
         from advisor.numbers import parse_int
 
-        count, name = parse_int(match.group(1), "--gpu count", 1, 64), match.group(2)
+        count, name = parse_int(match.group(1), f"--{what} count", 1, 64), match.group(2)
     else:
         count, name = 1, spec
-    return count, resolve(entries, name, "gpu")
+    return count, resolve(entries, name, what)

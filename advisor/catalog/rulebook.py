@@ -221,12 +221,27 @@ class FixedCosts(Record):
 
 
 @record
+class CpuRules(Record):
+    """CPU decode's compute ceiling (rules/speed.toml [cpu_decode]; not fitted by bench/calibrate.py)."""
+
+    __pydantic_config__ = _STRICT
+    compute_efficiency: float = 0.0
+    """Share of a CPU's peak int8 dot-product rate (hardware_db/cpus.toml) llama.cpp reaches in decode
+    (0: no compute ceiling)."""
+    prefill_efficiency: float = 0.0
+    """Share of that peak llama.cpp reaches in CPU-only prompt processing (0: [prefill] cpu_gflops for every
+    CPU)."""
+
+
+@record
 class SpeedRules(Record):
     __pydantic_config__ = _STRICT
     decode: DecodeRules
     prefill: PrefillRules
     by_runtime: dict[str, FixedCosts] = field(default_factory=dict)
     """Runtimes' own fitted fixed costs, by the name a runtime's `speed_terms` gives."""
+    cpu_decode: CpuRules = field(default_factory=CpuRules)
+    """CPU decode's compute ceiling, for a rig whose CPU is in the catalog."""
 
 
 # --- rules/interconnect.toml --------------------------------------------------------------------

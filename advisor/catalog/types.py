@@ -126,6 +126,95 @@ class GpuSpec(Record):
 
 
 @record
+class CpuCluster(Record):
+    """Cores of one kind in a CPU (a hybrid chip has several clusters: performance and efficiency cores)."""
+
+    __pydantic_config__ = _STRICT
+
+    cores: int
+    """Physical cores of this kind."""
+    ghz: float
+    """Their highest clock as the vendor states it (max boost), GHz."""
+    simd_bits: int
+    """Width of the vector datapath an int8 dot product runs on (128 for NEON, 256 for AVX2 or AVX-512 run on
+    256-bit halves, 512 for a full-width AVX-512 unit)."""
+    pipes: int
+    """Vector pipes that issue int8 dot products (SDOT, VPDPBUSD, VPMADDUBSW) each cycle."""
+    default_threads: bool = True
+    """llama.cpp runs a thread on these cores by default: `cpu_get_num_math` (common/common.cpp) counts the
+    physical cores, and on a hybrid x86 chip only its performance cores."""
+
+    @property
+    def int8_gops(self) -> float:
+        """Peak int8 dot-product rate: cores x GHz x (simd_bits / 8) lanes x pipes x 2 (a multiply and an add)."""
+        return self.cores * self.ghz * self.simd_bits / 8 * self.pipes * 2
+
+
+@record
+class CpuMemory(Record):
+    """A CPU's memory interface as its vendor specifies it, every channel populated."""
+
+    __pydantic_config__ = _STRICT
+
+    type: str
+    """`DDR4`, `DDR5`, `LPDDR4X`, `LPDDR5X`..."""
+    mt_s: int
+    """Transfers per second, millions (the fastest the vendor supports)."""
+    channels: int
+    """Channels."""
+    channel_bits: int = 64
+    """Width of one channel, bits (64 for a DDR DIMM channel, LPDDR as its package is wired)."""
+
+    @property
+    def peak_gb_s(self) -> float:
+        return self.channels * self.channel_bits / 8 * self.mt_s / 1000
+
+
+@record
+class CpuSpec(Record):
+    """A CPU: what bounds decode on it (its int8 dot-product peak, its RAM, its chiplets' fabric links)."""
+
+    __pydantic_config__ = _STRICT
+
+    id: str
+    """Stable lower-case id, e.g. `ryzen-9-7950x`."""
+    name: str
+    """Marketing name."""
+    vendor: str
+    """`amd`, `intel`, `arm`, `apple`, `broadcom`, ..."""
+    arch: str
+    """Core microarchitecture(s), in words."""
+    clusters: tuple[CpuCluster, ...]
+    """Its cores, by kind."""
+    peak_basis: str
+    """Where the clusters' clocks, widths and pipes come from."""
+    sources: tuple[str, ...]
+    """Where the numbers come from."""
+    memory: CpuMemory | None = None
+    """Its memory interface (None: not stated; the rig's RAM bandwidth then stands)."""
+    ccds: int = 0
+    """Core chiplets (AMD CCDs) that reach memory over a fabric link each; 0 for a monolithic die."""
+    ccd_read_gb_s: float = 0.0
+    """Read bandwidth of one CCD's fabric link (AMD GMI), GB/s: a CPU with few CCDs cannot pull all of its
+    channels' bandwidth. 0: not capped (monolithic, or no cited figure)."""
+    fabric_basis: str = ""
+    """Where the fabric link figure comes from."""
+    aliases: tuple[str, ...] = ()
+    """Other names people type, and the names a probe reads (`/proc/cpuinfo`, the Mac's brand string)."""
+    notes: str = ""
+
+    @property
+    def int8_gops(self) -> float:
+        """Peak int8 dot-product rate of the cores llama.cpp runs on by default, GOPS."""
+        return sum(c.int8_gops for c in self.clusters if c.default_threads)
+
+    @property
+    def fabric_gb_s(self) -> float | None:
+        """What its chiplets can read from memory together, GB/s (None: no fabric cap)."""
+        return self.ccds * self.ccd_read_gb_s if self.ccds and self.ccd_read_gb_s else None
+
+
+@record
 class RecurrentSpec(Record):
     """The fixed per-sequence state of recurrent layers (Mamba, Mamba2, Gated DeltaNet), in llama.cpp's
     terms (`{arch}.ssm.*` GGUF keys). Each recurrent layer keeps, per sequence, a convolution state of
@@ -699,3 +788,5 @@ class Catalog(Record):
     presets: dict[str, PresetRig] = field(default_factory=dict)
     rules: Rulebook | None = None
     """The rulebook's tables (memory, speed, interconnect, plan) as typed records."""
+    cpus: dict[str, CpuSpec] = field(default_factory=dict)
+    """CPUs (hardware_db/cpus.toml): what bounds decode on the CPU."""

@@ -29,10 +29,11 @@ def with_mmproj(catalog, options):
 
 
 def rig_from_args(args: argparse.Namespace, catalog):
-    from advisor.probe.build import build_rig
+    from advisor.probe.build import build_rig, with_cpu
 
-    return build_rig(catalog, gpus=args.gpu, nvlink=args.nvlink, pcie=args.pcie, ram=args.ram,
-                     rig_file=args.rig, empty=args.empty, ram_bw=getattr(args, "ram_bw", None))
+    rig = build_rig(catalog, gpus=args.gpu, nvlink=args.nvlink, pcie=args.pcie, ram=args.ram,
+                    rig_file=args.rig, empty=args.empty, ram_bw=getattr(args, "ram_bw", None))
+    return with_cpu(catalog, rig, getattr(args, "cpu", None))
 
 
 def model_from_arg(text: str, catalog=None, *, mmproj: bool = True):

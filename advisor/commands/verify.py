@@ -90,7 +90,8 @@ def _imported(args: argparse.Namespace):
 
 
 def _rig_given(args: argparse.Namespace) -> bool:
-    return bool(args.gpu or args.rig or args.nvlink or args.pcie or args.ram or getattr(args, "ram_bw", None))
+    return bool(args.gpu or args.rig or args.nvlink or args.pcie or args.ram or getattr(args, "ram_bw", None)
+                or getattr(args, "cpu", None))
 
 
 def _rig_of(args: argparse.Namespace, catalog, measured):

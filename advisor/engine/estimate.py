@@ -71,8 +71,25 @@ def _speed_basis(sc: Scenario, placement: Placement) -> str:
         basis += f" (fitted on llama.cpp; {sc.runtime.name} is assumed to reach the same fractions)"
     if placement.host.weights_bytes and placement.strategy not in ("layer_split", "tensor_parallel"):
         basis += (f"; the part in system RAM is read at {sc.rig.ram_bandwidth_gb_s:g} GB/s "
-                  f"({sc.rig.ram_bandwidth_basis or 'given'}) at the rulebook's CPU fraction")
+                  f"({sc.rig.ram_bandwidth_basis or 'given'}) at the rulebook's CPU fraction") + _cpu_basis(sc)
     return basis
+
+
+def _cpu_basis(sc: Scenario) -> str:
+    """What the rig's CPU adds to decode from system RAM: its fabric cap and its compute ceiling (empty: unknown)."""
+    cpu = sc.rig.cpu_spec
+    if cpu is None:
+        return ""
+    text = ""
+    fabric = cpu.fabric_gb_s
+    if fabric and fabric * sc.rig.cpu_sockets < sc.rig.ram_bandwidth_gb_s:
+        text += (f", capped at {fabric * sc.rig.cpu_sockets:g} GB/s by what its {cpu.ccds * sc.rig.cpu_sockets} "
+                 f"CCDs' fabric links read ({cpu.fabric_basis})")
+    eff, peak = float(sc.rules.speed.cpu_decode.compute_efficiency), cpu.int8_gops * sc.rig.cpu_sockets
+    if eff and peak:
+        text += (f"; where slower, the {cpu.name} multiplies it at {eff * peak:,.0f} GOPS ({eff:g} of its "
+                 f"{peak:,.0f} GOPS int8 peak on llama.cpp's default threads, hardware_db/cpus.toml)")
+    return text
 
 
 def _not_applicable(sc: Scenario, placement: Placement) -> Interconnect | None:

@@ -222,6 +222,10 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("ram_bw", ("--ram-bw",), "text", "system RAM bandwidth: GB/s, or type-speed x channels: ddr4-3200x2, "
               "ddr5-6000x2, ddr5-4800x8, ddr5-6400x12 (default: the rig file's, else dual-channel DDR4)", "rig",
               commands=("check", "fit", "app"), metavar="GBS|PRESET"),
+    OptionDef("cpu", ("--cpu",), "text", "the CPU, [Nx]CPU_ID or its name: ryzen-9-7950x, 'Raspberry Pi 5', "
+              "2xepyc-9175f; its cores bound CPU decode and its channels give the RAM bandwidth (default: the rig "
+              "file's or the detected CPU, where the catalog has it)", "rig", commands=("check", "fit", "app"),
+              metavar="NAME"),
     OptionDef("rig", ("--rig",), "path", "a rig file (TOML) as `advisor detect --save` writes it", "rig",
               commands=("check", "fit", "app"), metavar="FILE"),
     _switch("empty", ("--empty",), "with detected GPUs, plan for idle cards (total memory) instead of the memory free "

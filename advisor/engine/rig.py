@@ -10,7 +10,7 @@ from dataclasses import field
 
 from advisor.record import Record, record
 from advisor.catalog.rulebook import HostRules
-from advisor.catalog.types import GpuSpec
+from advisor.catalog.types import CpuSpec, GpuSpec
 from advisor.errors import AdvisorError
 
 
@@ -84,6 +84,11 @@ class Rig(Record):
     """`nvidia-smi topo -m` words between GPU pairs (X, NV#, PIX, PXB, PHB, NODE, SYS), if known."""
     cpu: str = ""
     """CPU model, if known."""
+    cpu_spec: CpuSpec | None = None
+    """The CPU's catalog entry (hardware_db/cpus.toml), where `cpu` names one: its compute and its fabric
+    links bound CPU decode (None: unknown, bandwidth alone)."""
+    cpu_sockets: int = 1
+    """How many of that CPU the host has (a dual-socket server: 2)."""
     source: str = "flags"
     """How the rig was made: `flags`, `nvml`, `nvidia-smi-xml`, `rig-file`, `preset`, `cpu-only`."""
     warnings: tuple[str, ...] = field(default=())

@@ -237,8 +237,35 @@ def _host_decode_s(sc: Scenario, placement: Placement, layout: mem.WeightsLayout
     host_active = host.weights_bytes - host.expert_bytes * (1 - active_fraction(model, streams))
     if placement.strategy != "cpu_only" and sc.runtime.embeddings_on_host or not model.tied_embeddings:
         host_active -= layout.embed_bytes  # a token reads one row of the input embedding, not all of it
-    host_active = max(host_active, 0) + host_kv_bytes
-    return host_active / (sc.rig.ram_bandwidth_gb_s * 1e9 * float(sc.rules.speed.decode.cpu_efficiency))
+    weights = max(host_active, 0)
+    return max((weights + host_kv_bytes) / (host_read_gb_s(sc.rig) * 1e9 * float(sc.rules.speed.decode.cpu_efficiency)),
+               _host_compute_s(sc, weights, streams))
+
+
+def host_read_gb_s(rig: Rig) -> float:
+    """What the CPU reads from system RAM at peak, GB/s: the RAM's bandwidth, capped by what a chiplet CPU's
+    fabric links can read (hardware_db/cpus.toml ccds x ccd_read_gb_s, per socket)."""
+    fabric = rig.cpu_spec.fabric_gb_s if rig.cpu_spec is not None else None
+    return min(rig.ram_bandwidth_gb_s, fabric * rig.cpu_sockets) if fabric else rig.ram_bandwidth_gb_s
+
+
+def _host_compute_s(sc: Scenario, weights_bytes: float, streams: int) -> float:
+    """Seconds the CPU multiplies the weights it holds for `streams` tokens: 2 ops per weight per token at
+    rules/speed.toml [cpu_decode] compute_efficiency of its peak int8 dot-product rate (0 when the CPU is unknown)."""
+    cpu, eff = sc.rig.cpu_spec, float(sc.rules.speed.cpu_decode.compute_efficiency)
+    if cpu is None or not eff or not cpu.int8_gops:
+        return 0.0
+    params = weights_bytes / max(sc.quant.bits_per_weight / 8, 1e-9)
+    return 2 * params * max(streams, 1) / (cpu.int8_gops * sc.rig.cpu_sockets * 1e9 * eff)
+
+
+def cpu_prefill_gflops(sc: Scenario) -> float:
+    """What the CPU multiplies at in prompt processing, GFLOP/s: rules/speed.toml [cpu_decode]
+    prefill_efficiency of its peak int8 rate where the catalog has the CPU, else [prefill] cpu_gflops."""
+    cpu, share = sc.rig.cpu_spec, float(sc.rules.speed.cpu_decode.prefill_efficiency)
+    if cpu is None or not share or not cpu.int8_gops:
+        return float(sc.rules.speed.prefill.cpu_gflops)
+    return cpu.int8_gops * sc.rig.cpu_sockets * share
 
 
 def _fixed_decode_s(sc: Scenario) -> float:
@@ -336,7 +363,7 @@ def _host_prefill_s(sc: Scenario, placement: Placement, layout: mem.WeightsLayou
     """No GPU: the CPU's own throughput. Offload: llama.cpp copies the offloaded weights to the GPU for each
     micro-batch of a large prompt."""
     if placement.strategy == "cpu_only":
-        return (2 * t.active_params * t.prompt_tokens + t.attn_flops) / (float(sc.rules.speed.prefill.cpu_gflops) * 1e9)
+        return (2 * t.active_params * t.prompt_tokens + t.attn_flops) / (cpu_prefill_gflops(sc) * 1e9)
     if not placement.host.weights_bytes:
         return 0.0
     moved = placement.host.weights_bytes - (layout.embed_bytes if sc.runtime.embeddings_on_host else 0)

@@ -102,6 +102,59 @@ def rig_from_detection(catalog: Catalog, det: Detection, empty: bool = False) ->
         source=det.source if gpus or det.gpus else "cpu-only", warnings=tuple(warnings))
 
 
+def match_cpu(catalog: Catalog, name: str) -> str | None:
+    """The catalog id of a CPU as a probe or a rig file words it (`AMD Ryzen 9 7950X 16-Core Processor`,
+    `13th Gen Intel(R) Core(TM) i3-1315U`, `Raspberry Pi 5 Model B Rev 1.0`), or None: its id, name or an
+    alias, else the longest of them found in it as whole words."""
+    from advisor.catalog.resolve import exact, normal
+
+    if not name or not catalog.cpus:
+        return None
+    hit = exact(catalog.cpus, name)
+    if hit is not None:
+        return hit
+    text = f"-{normal(name)}-"
+    found = [(len(normal(a)), cid) for cid, c in catalog.cpus.items() for a in (cid, c.name, *c.aliases)
+             if normal(a) and f"-{normal(a)}-" in text]
+    return max(found)[1] if found else None
+
+
+def with_cpu(catalog: Catalog, rig: Rig, name: str | None = None) -> Rig:
+    """The rig with its CPU's catalog entry: `name` as given (`--cpu [Nx]CPU`: one the catalog lacks is an error
+    naming the closest ids), else the CPU the rig file or the probe names (one the catalog lacks stays unknown:
+    decode from RAM is then bandwidth alone). A rig whose RAM bandwidth is the rulebook's default takes the
+    CPU's memory interface (every channel, the fastest speed its vendor states)."""
+    from advisor.catalog.resolve import parse_gpu_spec
+
+    if name:
+        try:  # a whole name first: `7950X 16-Core` is not 7,950 CPUs
+            count, cid = 1, resolve(catalog.cpus, name, "cpu")
+        except AdvisorError:
+            count, cid = parse_gpu_spec(catalog.cpus, name, "cpu")
+    else:
+        count, cid = 1, match_cpu(catalog, rig.cpu)
+    if cid is None:
+        return rig
+    spec = catalog.cpus[cid]
+    changes: dict = {"cpu_spec": spec, "cpu_sockets": count, "cpu": spec.name if name else (rig.cpu or spec.name)}
+    # the rig's RAM is the rulebook's default, or what another catalog CPU gave it: this CPU's channels
+    stated = rig.ram_bandwidth_basis not in (DEFAULT_RAM_BW_BASIS, _memory_basis(rig.cpu_spec, rig.cpu_sockets))
+    if spec.memory is not None and not stated and not rig.unified:
+        changes["ram_bandwidth_gb_s"] = spec.memory.peak_gb_s * count
+        changes["ram_bandwidth_basis"] = _memory_basis(spec, count)
+    return dataclasses.replace(rig, **changes)
+
+
+def _memory_basis(spec, count: int) -> str:
+    """The basis of a RAM bandwidth taken from a CPU's catalog entry (empty: none)."""
+    if spec is None or spec.memory is None:
+        return ""
+    m = spec.memory
+    return (f"{count} x " if count > 1 else "") + (
+        f"{spec.name}: {m.channels} x {m.channel_bits}-bit {m.type}-{m.mt_s} = {m.peak_gb_s:g} GB/s peak "
+        "(hardware_db/cpus.toml)")
+
+
 def host_ram_bytes() -> int | None:
     """This machine's RAM without importing the probes (what /proc/meminfo's MemTotal says)."""
     import os
@@ -115,9 +168,10 @@ def host_ram_bytes() -> int | None:
 def build_rig(catalog: Catalog, gpus: list[str] | None = None, nvlink: bool = False, pcie: str | None = None,
               ram: str | None = None, rig_file: Path | None = None, empty: bool = False,
               detection: Detection | None = None, ram_bw: str | None = None) -> Rig:
-    """The rig the user described: rig file, else --gpu flags, else the detected machine; `ram_bw`
-    (GB/s or a preset like ddr5-6000x2) replaces the RAM bandwidth of any of them."""
-    rig = _build_rig(catalog, gpus, nvlink, pcie, ram, rig_file, empty, detection)
+    """The rig the user described: rig file, else --gpu flags, else the detected machine, with the CPU the rig
+    file or the probe names where the catalog has it (`--cpu`: with_cpu after it); `ram_bw` (GB/s or a preset
+    like ddr5-6000x2) replaces the RAM bandwidth of any of them."""
+    rig = with_cpu(catalog, _build_rig(catalog, gpus, nvlink, pcie, ram, rig_file, empty, detection))
     if ram_bw is None:
         return rig
     from advisor.probe.flags import parse_ram_bw
