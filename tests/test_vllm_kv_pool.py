@@ -236,3 +236,31 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
     assert tokens < before
     if model == "llama-4-scout":
         assert before / tokens > 3.0
+
+
+# The memory the hybrid rows' pools came from, predicted from the card alone (capacity x 0.90 less weights,
+# activation peak, sampler warm-up, CUDA graphs and non-torch memory) against the logged "Available KV cache
+# memory": reached +14.6% (Qwen3.6, RTX 5090, max_num_seqs 1), +7.4% (Gemma 3, MI300X), +8.3% (Qwen3-Next,
+# 2x L40S), +7.8% (Llama 4 Scout, 8x H200). Issue 27 asks for 5%; what is missing is decomposed in
+# tests/data/vllm_hybrid_pool_logs.md ("From the card alone"). The test fails if an error grows; not widened.
+CARD_ALONE_WORST = 0.147
+CARD_ALONE_MEDIAN = 0.081
+
+
+def _card_alone_error(catalog, r: dict) -> float:
+    tp = int(r["tensor_parallel"])
+    rig = rig_from_flags(catalog, [f"{tp}x{r['gpu']}" if tp > 1 else r["gpu"]])
+    opts = Options(runtime="vllm", quant=r["quant"], ctx=int(r["max_model_len"]),
+                   max_num_batched_tokens=int(r["max_num_batched_tokens"]),
+                   max_num_seqs=int(r["max_num_seqs"]) if r["max_num_seqs"] else None,
+                   kv_type="fp8" if r["kv_cache_dtype"].startswith("fp8") else "f16",
+                   tensor_parallel=tp if tp > 1 else None)
+    s = evaluate(catalog, rig, catalog.models[r["model"]], opts).serving
+    return min(d.pool_bytes for d in s.devices) / (float(r["available_kv_gib"]) * GIB) - 1
+
+
+def test_card_alone_memory_of_the_hybrid_rows_does_not_drift(catalog):
+    errs = {r["model"]: _card_alone_error(catalog, r) for r in HYBRID}
+    print("\ncard-alone KV memory vs logged: " + ", ".join(f"{m} {e:+.1%}" for m, e in errs.items()))
+    assert max(abs(e) for e in errs.values()) <= CARD_ALONE_WORST
+    assert statistics.median(abs(e) for e in errs.values()) <= CARD_ALONE_MEDIAN
