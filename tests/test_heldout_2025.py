@@ -44,11 +44,12 @@ def test_every_heldout_row_is_scored_or_counted(catalog):
     assert all(h.model[id(r)] > 0 and h.naive[id(r)] > 0 for r in h.rows)
 
 
-# Reached on the 2025-26 rows, never fitted on (bench/accuracy.py --heldout): decode 14.8% median (target 15%);
-# prefill 89.0% (161% before issue 26; target 35%, not reached: AMD prefill of MoE models, and mid-2025 ROCm
-# builds on Strix Halo 3-7x slower than later builds of the same machine).
+# Reached on the 2025-26 rows, never fitted on (bench/accuracy.py --heldout): decode 14.4% median (target 15%);
+# prefill 84.6% over 120 rows with the CPU-only rows asked on their named CPU (161% before issue 26; target 35%,
+# not reached: AMD prefill of MoE models, and mid-2025 ROCm builds on Strix Halo 3-7x slower than later builds of
+# the same machine).
 HELDOUT_DECODE_MEDIAN_MAX = 0.15
-HELDOUT_PREFILL_MEDIAN_MAX = 0.90
+HELDOUT_PREFILL_MEDIAN_MAX = 0.85
 
 
 def test_heldout_errors_stay_where_they_are(catalog):
