@@ -57,7 +57,9 @@ class Parser(argparse.ArgumentParser):
     """argparse that reports bad usage as one line and exit 2 (no usage dump)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise AdvisorError(f"{self.prog}: {message}", f"see `{self.prog} --help`")
+        # printed after "advisor: " (main): the subcommand, not the program, names where the problem is
+        where = self.prog.removeprefix("advisor").strip()
+        raise AdvisorError(f"{where}: {message}" if where else message, f"see `{self.prog} --help`")
 
 
 class _AsTyped(argparse.Action):

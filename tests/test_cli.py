@@ -58,6 +58,15 @@ def test_bad_input_is_one_line_and_exit_2(run_cli, args, needle):
     assert needle.lower() in lines[0].lower()
 
 
+@pytest.mark.parametrize("args,start", [
+    (["check", "--bogus"], "advisor: unrecognized arguments: --bogus"),
+    (["check", "llama-3.1-8b", "--split", "diagonal"], "advisor: check: argument --split"),
+])
+def test_a_usage_error_names_the_program_once(run_cli, args, start):
+    r = run_cli(*args)
+    assert r.returncode == 2 and r.stderr.startswith(start), r.stderr
+
+
 def test_malformed_rig_file_is_exit_2(run_cli, tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[rig\nram_gib = ")
