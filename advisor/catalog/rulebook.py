@@ -207,6 +207,9 @@ class PrefillRules(Record):
     (tokens spread over experts make small matrix products); missing: 1."""
     pipeline_microbatches: int
     """Micro-batches a batch is pipelined in across the GPUs of a layer split."""
+    token_tile: dict[str, float] = field(default_factory=dict)
+    """Tokens per tile of the backend's prompt matrix-product kernel, per backend (`default` for the rest): each
+    tile reads the weights it multiplies once (advisor.engine.speed.tile_reads_bytes); missing: not counted."""
     cpu_gflops: float
     """CPU-only prompt processing throughput, GFLOP/s."""
 

@@ -115,14 +115,24 @@ def _lookup(table: dict, key: str, default_key: str = "default") -> float:
     return float(table.get(key, table[default_key]))
 
 
+def family_key(backend: str, vendor: str, native: bool) -> str:
+    """The backend family a fraction is kept under: the backend, or for a GPU driven through another backend than
+    its vendor's own the backend and the vendor (`vulkan-amd`): ggml-vulkan picks its matrix-product shaders and
+    tile sizes per vendor (NV_coopmat2 on NVIDIA, KHR_coopmat with AMD's own tiles since llama.cpp PR #18749)."""
+    return backend if native else f"{backend}-{vendor}"
+
+
 def family_fraction(section, gpu: GpuSpec) -> float:
     """The fitted fraction of peak for a GPU: its architecture's own where the architecture was measured on
     its vendor's backend; else its backend family's (an architecture without enough rows, or a GPU driven
-    through another backend such as Vulkan); else the table's default."""
+    through another backend such as Vulkan: that backend's vendor entry where it has one); else the table's
+    default."""
     backend = backend_of(gpu)
-    if backend == gpu_backend(gpu) and gpu.arch in section.arch_efficiency:
+    native = backend == gpu_backend(gpu)
+    if native and gpu.arch in section.arch_efficiency:
         return float(section.arch_efficiency[gpu.arch])
-    return float(section.backend_efficiency.get(backend, section.arch_efficiency["default"]))
+    fam = section.backend_efficiency
+    return float(fam.get(family_key(backend, gpu.vendor, native), fam.get(backend, section.arch_efficiency["default"])))
 
 
 def decode_efficiency(gpu: GpuSpec, quant: QuantSpec, rules: Rulebook) -> float:
@@ -264,6 +274,8 @@ class _PrefillTerms(NamedTuple):
     launch_s: float
     step_s: float
     micro_batches: int
+    ub_tokens: int
+    """Tokens of one micro-batch (the prompt where it is shorter than n_ubatch)."""
 
 
 def _prefill_terms(sc: Scenario, prompt_tokens: int, depth: int = 0) -> _PrefillTerms:
@@ -276,7 +288,26 @@ def _prefill_terms(sc: Scenario, prompt_tokens: int, depth: int = 0) -> _Prefill
         per_layer_s=_lookup(s.per_layer_us, backend) * 1e-6,
         launch_s=_lookup(rules.speed.decode.per_layer_us, backend) * 1e-6,
         step_s=float(rules.speed.decode.per_token_us) * 1e-6,
-        micro_batches=max(1, -(-prompt_tokens // sc.runtime.ubatch)))
+        micro_batches=max(1, -(-prompt_tokens // sc.runtime.ubatch)),
+        ub_tokens=max(1, min(prompt_tokens, sc.runtime.ubatch)))
+
+
+def tile_reads_bytes(sc: Scenario, gpu: GpuSpec, weights_bytes: float, expert_bytes: float, ub_tokens: int) -> float:
+    """Bytes of weights one micro-batch reads from memory: a prompt's matrix product is cut into tiles of
+    `token_tile` tokens (the backend's kernel tile, rules/speed.toml) and each tile streams the weights it
+    multiplies, so a dense weight is read ceil(tokens / tile) times; a routed expert sees only the tokens routed
+    to it (ub x k / E of them: 32 for Qwen3-30B-A3B at n_ubatch 512) and is read ceil(that / tile) times,
+    if any token chooses it (`active_fraction`). 0 where the backend's tile is not given."""
+    tiles = sc.rules.speed.prefill.token_tile
+    tile = tiles.get(backend_of(gpu), tiles.get("default", 0.0))
+    if not tile:
+        return 0.0
+    model = sc.model
+    dense = max(weights_bytes - expert_bytes, 0.0) * -(-ub_tokens // tile)
+    if not expert_bytes or not model.experts:
+        return dense
+    per_expert = max(ub_tokens * model.experts_active / model.experts, 1.0)
+    return dense + expert_bytes * active_fraction(model, ub_tokens) * -(-per_expert // tile)
 
 
 def prefill_time(sc: Scenario, placement: Placement, prompt_tokens: int, depth: int = 0) -> StepTimes:
@@ -308,6 +339,7 @@ def prefill_time(sc: Scenario, placement: Placement, prompt_tokens: int, depth: 
         # kernels, which a decode step measures (the decode per-layer cost)
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, sc.rules)
         stream = t.micro_batches * (d.weights_bytes / bw + d.layers * t.launch_s + t.step_s)
+        compute += t.micro_batches * tile_reads_bytes(sc, g, d.weights_bytes, d.expert_bytes, t.ub_tokens) / bw
         times.append(max(compute, stream) + d.layers * t.per_layer_s)
     return StepTimes(_overlap_s(sc, placement, times, t.micro_batches), _host_prefill_s(sc, placement, layout, t),
                      0.0)
