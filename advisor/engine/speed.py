@@ -8,12 +8,14 @@ all-reduces. Offloaded weights are read at system-RAM bandwidth.
 
 Prefill time = 2 x active parameters x prompt tokens over the dense FP16 tensor throughput at the
 achievable fraction, plus the attention of the layers that attend (a sliding-window layer over at most
-its window; recurrent layers none) at the fused (flash) or plain attention fraction of the backend;
-offloaded weights cross PCIe once per micro-batch.
+its window; recurrent layers none) at the fused (flash) or plain attention fraction of the backend, plus the
+weights each kernel tile of a micro-batch streams from memory (`tile_reads_bytes`); offloaded weights cross PCIe
+once per micro-batch.
 
 Fractions are per GPU architecture where the architecture was measured on its vendor's own backend;
-otherwise per backend family (CUDA, Metal, ROCm, Vulkan, SYCL), so an AMD card on ROCm or any card on
-Vulkan is not given NVIDIA's fractions.
+otherwise per backend family (CUDA, Metal, ROCm, Vulkan, SYCL; a card on another backend than its vendor's
+by backend and vendor where measured, `vulkan-amd`), so an AMD card on ROCm or any card on Vulkan is not given
+NVIDIA's fractions.
 
 The achievable fractions live in rules/speed.toml, fitted by bench/calibrate.py on
 tests/data/speed_measurements.csv; bench/accuracy.py prints the error they leave.
