@@ -234,7 +234,8 @@ def heldout_report(h: HeldOut) -> str:
     for test, name in TESTS:
         lines.append(f"\n{name} ({test}), held out 2025-26")
         lines.append(f"  {'':<40} {'rows':>5} {'median':>8} {'p90':>8} {'naive50':>8} {'naive90':>8}")
-        for label, key in (("all", None), ("kind", lambda r: r.kind), ("source", lambda r: r.case.dataset)):
+        for label, key in (("all", None), ("backend family", _family), ("kind", lambda r: r.kind),
+                           ("source", lambda r: r.case.dataset)):
             groups = h.by(test, key)
             if label != "all":
                 lines.append(f"  per {label}")

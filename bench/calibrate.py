@@ -68,6 +68,9 @@ class Row:
     """Flash attention was on."""
     moe: bool = False
     """The model routes experts."""
+    family: str = ""
+    """The backend family entry the row would read (advisor.engine.speed.family_key: `vulkan-amd` for an AMD GPU
+    on Vulkan)."""
 
     @property
     def dataset(self) -> str:
@@ -156,7 +159,8 @@ def build_rows(cases: list[Case] | None = None, offload: bool = False) -> list[R
         rows.append(Row(c, c.test, g.arch if g else "cpu", placer.quant.kernel, backend, measured, run,
                         spd.answer_kind(p, placer.rig, placer.model, placer.runtime), naive,
                         g is not None and backend == gpu_backend(g),
-                        flash_attention_on(placer.runtime, placer.rig, sc.options), placer.model.is_moe))
+                        flash_attention_on(placer.runtime, placer.rig, sc.options), placer.model.is_moe,
+                        spd.family_key(backend, g.vendor if g else "cpu", g is None or backend == gpu_backend(g))))
     return rows
 
 
@@ -171,22 +175,27 @@ def loss(rows: list[Row], rules: dict, base=None) -> float:
     return sum(_err(r, book) for r in rows) / max(len(rows), 1)
 
 
-def _depends(row: Row, table: str, key: str | None) -> bool:
-    """Whether a row's prediction reads this entry while the section is fitted (defaults stay fixed)."""
+def _depends(row: Row, table: str, key: str | None, families: dict[int, str] | None = None) -> bool:
+    """Whether a row's prediction reads this entry while the section is fitted (defaults stay fixed);
+    `families`: the backend family entry each row reads (`_family_keys`)."""
     if key is None:
         return True
     if table == "flash_attention_efficiency":
         return row.flash and row.backend == key
     if table == "moe_efficiency":
         return row.moe and row.backend == key
-    return {"arch_efficiency": row.arch, "kernel_factor": row.kernel, "per_layer_us": row.backend,
-            "backend_efficiency": row.backend}[table] == key
+    if table == "backend_efficiency":
+        return (families or {}).get(id(row), row.backend) == key
+    return {"arch_efficiency": row.arch, "kernel_factor": row.kernel, "per_layer_us": row.backend}[table] == key
 
 
-def _family_rows(rows: list[Row], archs: list[str]) -> Counter:
-    """Rows per backend that read the backend family's fraction: another backend than the vendor's (Vulkan), or
-    an architecture without its own entry."""
-    return Counter(r.backend for r in rows if not r.native or r.arch not in archs)
+def _family_keys(rows: list[Row], archs: list[str]) -> dict[int, str]:
+    """The backend family entry each row reads, for the rows that read one (another backend than the vendor's, such
+    as Vulkan, or an architecture without its own entry): the backend and vendor (`vulkan-amd`,
+    advisor.engine.speed.family_key) where that has MIN_ROWS rows, else the backend."""
+    reading = [r for r in rows if not r.native or r.arch not in archs]
+    own = Counter(r.family for r in reading)
+    return {id(r): r.family if own[r.family] >= MIN_ROWS else r.backend for r in reading}
 
 
 START = {"decode": {"arch_efficiency": 0.8, "per_token_us": 1000.0},
@@ -223,7 +232,8 @@ def fit(rows: list[Row], test: str, rules: dict, quiet: bool = False) -> dict:
     kernels = sorted(k for k, n in Counter(r.kernel for r in rows if not r.case.depth).items()
                      if n >= MIN_ROWS and k not in ("f16", "f32"))
     backends = sorted(b for b, n in Counter(r.backend for r in rows).items() if n >= MIN_ROWS)
-    families = sorted(b for b, n in _family_rows(rows, archs).items() if n >= MIN_ROWS)
+    fam_of = _family_keys(rows, archs)
+    families = sorted(b for b, n in Counter(fam_of.values()).items() if n >= MIN_ROWS)
     flash = sorted(b for b, n in Counter(r.backend for r in rows if r.flash).items() if n >= MIN_ROWS)
     moe = sorted(b for b, n in Counter(r.backend for r in rows if r.moe).items() if n >= MIN_ROWS)
     sec.update(_start(part, {"archs": archs, "kernels": kernels, "backends": backends, "families": families,
@@ -240,7 +250,7 @@ def fit(rows: list[Row], test: str, rules: dict, quiet: bool = False) -> dict:
     while step > 0.004:
         improved = False
         for table, key in keys:
-            touched = [i for i, r in enumerate(rows) if _depends(r, table, key)]
+            touched = [i for i, r in enumerate(rows) if _depends(r, table, key, fam_of)]
             for factor in (1 + step, 1 / (1 + step)):
                 old = sec[table] if key is None else sec[table][key]
                 new = old * factor
@@ -281,18 +291,21 @@ def fit(rows: list[Row], test: str, rules: dict, quiet: bool = False) -> dict:
 
 def _family_defaults(sec: dict, rows: list[Row], archs: list[str]) -> None:
     """A backend family without rows of its own takes the median of its measured architectures (an Apple GPU
-    newer than the rows: the median of the Apple ones); flash attention and the MoE factor of a backend
-    without rows take the median of the fitted backends (none fitted: plain attention, and 1)."""
+    newer than the rows: the median of the Apple ones); the MoE factor of a backend without rows takes the median of
+    the fitted backends (none fitted: 1), its fused (flash) attention the plain attention fraction: each backend has
+    its own kernel (CUDA's reaches 0.6 of FP16 peak, ROCm's and Vulkan's on AMD under 0.1), so another backend's
+    says nothing of it."""
     native = {r.arch: r.backend for r in rows if r.native}
     fam = sec["backend_efficiency"]
     for backend in sorted(set(native.values()) - set(fam)):
         own = [sec["arch_efficiency"][a] for a in archs if native.get(a) == backend]
         if own:
             fam[backend] = statistics.median(own)
-    for table, none in (("flash_attention_efficiency", sec.get("attention_efficiency")), ("moe_efficiency", 1.0)):
-        if table in sec:
-            fitted = list(sec[table].values())
-            sec[table]["default"] = statistics.median(fitted) if fitted else none
+    if "flash_attention_efficiency" in sec:  # a backend's fused attention kernel is its own: unmeasured, no gain
+        sec["flash_attention_efficiency"]["default"] = sec.get("attention_efficiency")
+    if "moe_efficiency" in sec:
+        fitted = list(sec["moe_efficiency"].values())
+        sec["moe_efficiency"]["default"] = statistics.median(fitted) if fitted else 1.0
 
 
 def fit_runtime(rows: list[Row], runtime: str, rules: dict, quiet: bool = False) -> dict | None:

@@ -92,9 +92,11 @@ HELDOUT_DATASETS = frozenset({
 bench/accuracy.py scores today's rules/speed.toml on them (load_heldout) as an out-of-sample check."""
 SPEED_DATASETS = ("xiongjiedai_llama3", "cuda_scoreboard_15013", "apple_4167", "dgx_spark_bench",
                   "rocm_scoreboard_15021", "vulkan_scoreboard_10879", "vulkan_pr21024_3090", "rocm_pr26284_7900xtx",
-                  "rocm_pr18537_7900xtx")
+                  "rocm_pr18537_7900xtx", "rocm_vulkan_pr18749_8060s", "hip_pr18666_8060s", "vulkan_issue22375_8060s",
+                  "geerlingguy_aibench_issue21", "rocm_pr13324_7900xtx")
 """llama-bench tables: the speed fit and the headline error use these (the ROCm and Vulkan ones give those
-backend families their own fractions). Left out: the Dec 2023
+backend families their own fractions; the Strix Halo and RX 7900 XTX ones give the AMD GPUs on Vulkan and the
+strix-halo and rdna3 architectures theirs). Left out: the Dec 2023
 `./main` timings (row split, prompt-eval numbers that do not behave like llama-bench pp) and the
 MLC table whose llama.cpp column its own authors flag as broken (tests/data/speed_measurements.md)."""
 

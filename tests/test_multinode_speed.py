@@ -14,8 +14,6 @@ import csv
 import statistics
 from pathlib import Path
 
-import pytest
-
 from advisor.catalog.load import load_catalog
 from advisor.engine.check import evaluate
 from advisor.engine.options import Options
@@ -75,10 +73,6 @@ def test_cross_machine_decode_is_within_the_issue_bound(catalog):
     assert _median_error(s["tg"]) <= DECODE_MEDIAN_MAX, _report(s)
 
 
-@pytest.mark.xfail(strict=True, reason="the only held-out multi-node prefill rows are MoE models on Strix Halo, whose "
-                   "single-machine prefill the engine already puts 2.4-3x too high (glm-4.5-air Q4_K_M pp512: 794 "
-                   "predicted, 331 measured in tests/data/speed_measurements.csv, kyuz0 ROCm): a speed-model gap of "
-                   "one machine, not of the network; this fails loudly once that is fixed")
 def test_cross_machine_prefill_is_within_the_issue_bound(catalog):
     s = score(catalog)
     assert len(s["pp"]) >= 3

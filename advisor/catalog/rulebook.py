@@ -207,6 +207,14 @@ class PrefillRules(Record):
     (tokens spread over experts make small matrix products); missing: 1."""
     pipeline_microbatches: int
     """Micro-batches a batch is pipelined in across the GPUs of a layer split."""
+    token_tile: dict[str, float] = field(default_factory=dict)
+    """Tokens per tile of the backend's prompt matrix-product kernel, per backend (`default` for the rest): each
+    tile reads the weights it multiplies once (advisor.engine.speed.tile_reads_bytes); missing: not counted."""
+    family_efficiency: dict[str, float] = field(default_factory=dict)
+    """A runtime family's factor on the fractions above (fitted on llama.cpp's rows) for its own matrix-product
+    kernels (advisor.engine.speed.matmul_efficiency); missing: 1."""
+    token_tile_families: tuple[str, ...] = ()
+    """The runtime families (rules/runtimes.toml `family`) whose prompt kernels `token_tile` describes."""
     cpu_gflops: float
     """CPU-only prompt processing throughput, GFLOP/s."""
 

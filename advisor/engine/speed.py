@@ -8,12 +8,14 @@ all-reduces. Offloaded weights are read at system-RAM bandwidth.
 
 Prefill time = 2 x active parameters x prompt tokens over the dense FP16 tensor throughput at the
 achievable fraction, plus the attention of the layers that attend (a sliding-window layer over at most
-its window; recurrent layers none) at the fused (flash) or plain attention fraction of the backend;
-offloaded weights cross PCIe once per micro-batch.
+its window; recurrent layers none) at the fused (flash) or plain attention fraction of the backend, plus the
+weights each kernel tile of a micro-batch streams from memory (`tile_reads_bytes`); offloaded weights cross PCIe
+once per micro-batch.
 
 Fractions are per GPU architecture where the architecture was measured on its vendor's own backend;
-otherwise per backend family (CUDA, Metal, ROCm, Vulkan, SYCL), so an AMD card on ROCm or any card on
-Vulkan is not given NVIDIA's fractions.
+otherwise per backend family (CUDA, Metal, ROCm, Vulkan, SYCL; a card on another backend than its vendor's
+by backend and vendor where measured, `vulkan-amd`), so an AMD card on ROCm or any card on Vulkan is not given
+NVIDIA's fractions.
 
 The achievable fractions live in rules/speed.toml, fitted by bench/calibrate.py on
 tests/data/speed_measurements.csv; bench/accuracy.py prints the error they leave.
@@ -115,14 +117,24 @@ def _lookup(table: dict, key: str, default_key: str = "default") -> float:
     return float(table.get(key, table[default_key]))
 
 
+def family_key(backend: str, vendor: str, native: bool) -> str:
+    """The backend family a fraction is kept under: the backend, or for a GPU driven through another backend than
+    its vendor's own the backend and the vendor (`vulkan-amd`): ggml-vulkan picks its matrix-product shaders and
+    tile sizes per vendor (NV_coopmat2 on NVIDIA, KHR_coopmat with AMD's own tiles since llama.cpp PR #18749)."""
+    return backend if native else f"{backend}-{vendor}"
+
+
 def family_fraction(section, gpu: GpuSpec) -> float:
     """The fitted fraction of peak for a GPU: its architecture's own where the architecture was measured on
     its vendor's backend; else its backend family's (an architecture without enough rows, or a GPU driven
-    through another backend such as Vulkan); else the table's default."""
+    through another backend such as Vulkan: that backend's vendor entry where it has one); else the table's
+    default."""
     backend = backend_of(gpu)
-    if backend == gpu_backend(gpu) and gpu.arch in section.arch_efficiency:
+    native = backend == gpu_backend(gpu)
+    if native and gpu.arch in section.arch_efficiency:
         return float(section.arch_efficiency[gpu.arch])
-    return float(section.backend_efficiency.get(backend, section.arch_efficiency["default"]))
+    fam = section.backend_efficiency
+    return float(fam.get(family_key(backend, gpu.vendor, native), fam.get(backend, section.arch_efficiency["default"])))
 
 
 def decode_efficiency(gpu: GpuSpec, quant: QuantSpec, rules: Rulebook) -> float:
@@ -135,6 +147,18 @@ def prefill_efficiency(gpu: GpuSpec, quant: QuantSpec, rules: Rulebook, moe: boo
     s = rules.speed.prefill
     moe_factor = float(s.moe_efficiency.get(backend_of(gpu), s.moe_efficiency.get("default", 1.0))) if moe else 1.0
     return family_fraction(s, gpu) * _lookup(s.kernel_factor, quant.kernel) * moe_factor
+
+
+def matmul_efficiency(sc: Scenario, gpu: GpuSpec, moe: bool = False) -> float:
+    """Share of dense FP16 throughput the scenario's runtime reaches in matrix products: llama.cpp's
+    (`prefill_efficiency`: the GPU's fitted fraction, its quantization kernel's factor, the MoE factor); for a
+    runtime family with its own factor in rules/speed.toml, the GPU's fraction times that factor (a paged server's
+    cuBLAS/CUTLASS/Marlin/Triton products and scheduler step against llama.cpp's MMQ on the same GPU: llama.cpp's
+    kernel and MoE factors describe its own kernels)."""
+    own = sc.rules.speed.prefill.family_efficiency.get(sc.runtime.family)
+    if own is None:
+        return prefill_efficiency(gpu, sc.quant, sc.rules, moe)
+    return family_fraction(sc.rules.speed.prefill, gpu) * float(own)
 
 
 def attention_efficiency(sc: Scenario, gpu: GpuSpec) -> float:
@@ -210,7 +234,7 @@ def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | 
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
         active = min(weights, per_token[i]) if weights else 0.0
         flops = 2 * active / max(quant.bits_per_weight / 8, 1e-9) * computed
-        return max((weights + kv_bytes) / bw, flops / (g.fp16_tflops * 1e12 * prefill_efficiency(g, quant, rules)))
+        return max((weights + kv_bytes) / bw, flops / (g.fp16_tflops * 1e12 * matmul_efficiency(sc, g)))
 
     used = [i for i, d in enumerate(placement.devices) if d.total_bytes]
     if any(d.split_bytes for d in placement.devices):
@@ -291,6 +315,8 @@ class _PrefillTerms(NamedTuple):
     launch_s: float
     step_s: float
     micro_batches: int
+    ub_tokens: int
+    """Tokens of one micro-batch (the prompt where it is shorter than n_ubatch)."""
 
 
 def _prefill_terms(sc: Scenario, prompt_tokens: int, depth: int = 0) -> _PrefillTerms:
@@ -303,7 +329,27 @@ def _prefill_terms(sc: Scenario, prompt_tokens: int, depth: int = 0) -> _Prefill
         per_layer_s=_lookup(s.per_layer_us, backend) * 1e-6,
         launch_s=_lookup(rules.speed.decode.per_layer_us, backend) * 1e-6,
         step_s=float(rules.speed.decode.per_token_us) * 1e-6,
-        micro_batches=max(1, -(-prompt_tokens // sc.runtime.ubatch)))
+        micro_batches=max(1, -(-prompt_tokens // sc.runtime.ubatch)),
+        ub_tokens=max(1, min(prompt_tokens, sc.runtime.ubatch)))
+
+
+def tile_reads_bytes(sc: Scenario, gpu: GpuSpec, weights_bytes: float, expert_bytes: float, ub_tokens: int) -> float:
+    """Bytes of weights one micro-batch reads from memory: a prompt's matrix product is cut into tiles of
+    `token_tile` tokens (the backend's kernel tile, rules/speed.toml) and each tile streams the weights it
+    multiplies, so a dense weight is read ceil(tokens / tile) times; a routed expert sees only the tokens routed
+    to it (ub x k / E of them: 32 for Qwen3-30B-A3B at n_ubatch 512) and is read ceil(that / tile) times,
+    if any token chooses it (`active_fraction`). 0 where the backend's tile is not given or the runtime's kernels
+    are not the tiled ones (`token_tile_families`)."""
+    tiles = sc.rules.speed.prefill.token_tile
+    tile = tiles.get(backend_of(gpu), tiles.get("default", 0.0))
+    if not tile or sc.runtime.family not in sc.rules.speed.prefill.token_tile_families:
+        return 0.0
+    model = sc.model
+    dense = max(weights_bytes - expert_bytes, 0.0) * -(-ub_tokens // tile)
+    if not expert_bytes or not model.experts:
+        return dense
+    per_expert = max(ub_tokens * model.experts_active / model.experts, 1.0)
+    return dense + expert_bytes * active_fraction(model, ub_tokens) * -(-per_expert // tile)
 
 
 def prefill_time(sc: Scenario, placement: Placement, prompt_tokens: int, depth: int = 0) -> StepTimes:
@@ -328,13 +374,13 @@ def prefill_time(sc: Scenario, placement: Placement, prompt_tokens: int, depth: 
         share = 1 / len(placement.devices) if placement.strategy == "tensor_parallel" else \
             (d.weights_bytes / total_w if total_w else 0.0)
         peak = g.fp16_tflops * 1e12
-        compute = (2 * t.active_params * share * prompt_tokens / (peak * prefill_efficiency(g, quant, sc.rules,
-                                                                                             sc.model.is_moe))
+        compute = (2 * t.active_params * share * prompt_tokens / (peak * matmul_efficiency(sc, g, sc.model.is_moe))
                    + t.attn_flops * share / (peak * attention_efficiency(sc, g)))
         # floor: each micro-batch reads the device's weights at least once and launches every layer's
         # kernels, which a decode step measures (the decode per-layer cost)
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, sc.rules)
         stream = t.micro_batches * (d.weights_bytes / bw + d.layers * t.launch_s + t.step_s)
+        compute += t.micro_batches * tile_reads_bytes(sc, g, d.weights_bytes, d.expert_bytes, t.ub_tokens) / bw
         times.append(max(compute, stream) + d.layers * t.per_layer_s)
     return StepTimes(_overlap_s(sc, placement, times, t.micro_batches), _host_prefill_s(sc, placement, layout, t),
                      0.0)
