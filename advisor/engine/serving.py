@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from advisor.catalog.types import RuntimeSpec
-from advisor.engine import fraction, kv_groups
+from advisor.engine import fraction, kv_groups, kv_kinds
 from advisor.engine import speed as spd
 from advisor.engine.interconnect import link_times
 from advisor.engine.options import Options
@@ -33,6 +33,7 @@ def pool(placement: Placement, runtime: RuntimeSpec, ctx: int,
     that runtime logs it: requests of `ctx` the pool holds, times `ctx`."""
     block = max(runtime.kv_block_tokens, 1)
     g = grouped(sc) if sc is not None else None
+    kinds = sc is not None and kv_kinds.applies(sc)  # pools by attention kind (SGLang)
     shares, tokens = [], None
     for d in placement.devices:
         if d.total_bytes <= 0:  # a GPU the run does not use
@@ -41,6 +42,8 @@ def pool(placement: Placement, runtime: RuntimeSpec, ctx: int,
         per_token = d.kv_cache_bytes / max(ctx, 1)
         if g is not None:
             t = int(kv_groups.concurrency(sc, g, free, ctx) * ctx)
+        elif kinds:
+            t = kv_kinds.pools(sc, tensor_parallel(sc), free).tokens
         else:
             t = int(free // (per_token * block)) * block if per_token > 0 else 0
         shares.append(PoolDevice(d.device, free, t))
@@ -50,8 +53,12 @@ def pool(placement: Placement, runtime: RuntimeSpec, ctx: int,
 
 def grouped(sc: Scenario) -> kv_groups.GroupLayout | None:
     """This model's layer groups on the runtime's grouped pool (None: one pool of one kind)."""
-    tp = Placer(sc).parallel_sizes()[0] if len(sc.rig.gpus) > 1 else 1
-    return kv_groups.layout(sc, tp, _step_budget(sc))
+    return kv_groups.layout(sc, tensor_parallel(sc), _step_budget(sc))
+
+
+def tensor_parallel(sc: Scenario) -> int:
+    """GPUs each layer's heads are split over."""
+    return Placer(sc).parallel_sizes()[0] if len(sc.rig.gpus) > 1 else 1
 
 
 def _requests_that_fit(sc: Scenario, shares: tuple[PoolDevice, ...], tokens: int, held: float) -> int:
@@ -92,6 +99,24 @@ def _groups_basis(g: kv_groups.GroupLayout | None) -> str:
             f"the sliding ones and its state in the recurrent ones (vLLM's hybrid KV cache manager)")
 
 
+def _kind_pools(sc: Scenario, shares: tuple[PoolDevice, ...]) -> kv_kinds.KindPools | None:
+    """The pools by kind on the GPU with the least free (None: one pool of one kind)."""
+    if not shares or not kv_kinds.applies(sc):
+        return None
+    return kv_kinds.pools(sc, tensor_parallel(sc), min(s.pool_bytes for s in shares))
+
+
+def _state_cap(sc: Scenario, shares: tuple[PoolDevice, ...]) -> int:
+    """Requests its recurrent-state slots let run at once (0: no such cap)."""
+    p = _kind_pools(sc, shares)
+    return kv_kinds.requests_cap(sc, p) if p is not None else 0
+
+
+def _kinds_basis(sc: Scenario, shares: tuple[PoolDevice, ...]) -> str:
+    p = _kind_pools(sc, shares)
+    return kv_kinds.basis(sc, p) if p is not None else ""
+
+
 def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
     """The paged KV pool of this placement: how many requests of the context run at once, how many queue, and
     their time to first token and decode speeds."""
@@ -103,6 +128,7 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
     spare = min((d.free_bytes for d in used), default=0)
     if runtime.requests_rule and not options.max_num_seqs and placement.runs:
         max_num_seqs = fraction.default_max_requests(runtime, tokens, ctx)  # its own cap, from the pool
+        max_num_seqs = min(max_num_seqs, _state_cap(sc, shares) or max_num_seqs)
     cap = max_num_seqs or options.concurrency
     # a request holds pages only for the tokens it has (vllm/v1/core/sched/scheduler.py schedule(): each step
     # kv_cache_manager.allocate_slots for the request's new tokens, preempting the newest when none are
@@ -117,7 +143,7 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
                 memory_fraction=memory_fraction(runtime, options, rig), devices=shares, spare_bytes=spare,
                 basis=_basis(runtime, memory_fraction(runtime, options, rig), ctx,
                              _held(sc, length) if options.output_tokens is not None else None)
-                + _groups_basis(grouped(sc)))
+                + _groups_basis(grouped(sc)) + _kinds_basis(sc, shares))
     if running and rig.speed_known:
         s = _with_speeds(sc, placement, s, running)
     if not s.starts or s.marginal(int(runtime.pool_spread_mib * 1024**2)):
