@@ -78,7 +78,8 @@ def test_a_listed_checkpoint_is_in_its_quantization(catalog, repo):
     ("W4A16", {"weights": {"num_bits": 4, "type": "int"}, "input_activations": None}, True),
     ("W4A16", {"weights": {"num_bits": 8, "type": "int"}, "input_activations": None}, False),
     ("W4A16", {"weights": {"num_bits": 4, "type": "int"}, "input_activations": {"num_bits": 8, "type": "int"}}, False),
-    ("NVFP4", {"weights": {"num_bits": 4, "type": "float"}, "input_activations": {"num_bits": 4, "type": "float"}}, True),
+    ("NVFP4", {"weights": {"num_bits": 4, "type": "float"}, "input_activations": {"num_bits": 4, "type": "float"}},
+     True),
 ])
 def test_compressed_tensors_must_name_the_quantizations_bits(quant, group, ok):
     """The method "compressed-tensors" is no free pass: an INT8 W8A8 or an 8-bit weight-only checkpoint listed as

@@ -71,7 +71,8 @@ def pools(sc: Scenario, tp: int, free_bytes: float) -> KindPools:
     m, rt = sc.model, sc.runtime
     kv = layers.kv_layer_count(m)
     sliding = min(m.sliding_window_layers, kv) if window_pool(sc) else 0
-    cell = (kv - sliding) * _token_bytes(sc, tp, False) + rt.swa_full_tokens_ratio * sliding * _token_bytes(sc, tp, True)
+    cell = ((kv - sliding) * _token_bytes(sc, tp, False)
+            + rt.swa_full_tokens_ratio * sliding * _token_bytes(sc, tp, True))
     rec = layers.recurrent_layer_count(m)
     slot = kv_groups.state_bytes(sc) / max(tp, 1) * rec
     slots, rest = 0, free_bytes
