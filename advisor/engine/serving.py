@@ -12,10 +12,11 @@ the result as "GPU KV cache size: N tokens" and "Maximum concurrency for L token
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 
 from advisor.catalog.types import RuntimeSpec
-from advisor.engine import fraction, kv_groups, kv_kinds
+from advisor.engine import fraction, kv_groups, kv_kinds, traffic
 from advisor.engine import speed as spd
 from advisor.engine.interconnect import link_times
 from advisor.engine.options import Options
@@ -137,13 +138,14 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
     running = min(options.concurrency, cap, _requests_that_fit(sc, shares, tokens, _held(sc, length))) \
         if conc >= 1 else 0
     s = Serving(kv_cache_tokens=tokens if placement.runs else 0, kv_cache_bytes=total if placement.runs else 0,
-                request_tokens=ctx, request_length_tokens=length, output_tokens=length - min(options.prompt_tokens, length),
+                request_tokens=ctx, request_length_tokens=length,
+                output_tokens=length - min(traffic.mean_scenario(sc).options.prompt_tokens, length),
                 max_concurrency=round(conc, 2), requested=options.concurrency,
                 running=running, queued=options.concurrency - running, max_num_seqs=cap,
                 memory_fraction=memory_fraction(runtime, options, rig), devices=shares, spare_bytes=spare,
                 basis=_basis(runtime, memory_fraction(runtime, options, rig), ctx,
-                             _held(sc, length) if options.output_tokens is not None else None)
-                + _groups_basis(grouped(sc)) + _kinds_basis(sc, shares))
+                             _held(sc, length) if options.output_tokens is not None or options.request_mix else None)
+                + _groups_basis(grouped(sc)) + _kinds_basis(sc, shares) + traffic.basis(sc))
     if running and rig.speed_known:
         s = _with_speeds(sc, placement, s, running)
     if not s.starts or s.marginal(int(runtime.pool_spread_mib * 1024**2)):
@@ -153,7 +155,10 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
 
 def request_length(sc: Scenario) -> int:
     """Tokens one request holds at its end: its prompt and its output (`--output-tokens`), at most the context;
-    without an output length, the whole context (every request may reach --max-model-len)."""
+    without an output length, the whole context (every request may reach --max-model-len); a mix: its classes'
+    mean."""
+    if sc.options.request_mix:
+        return round(statistics.fmean(request_length(c) for c in traffic.scenarios(sc)))
     out = sc.options.output_tokens
     if out is None:
         return sc.ctx
@@ -161,7 +166,13 @@ def request_length(sc: Scenario) -> int:
 
 
 def _held(sc: Scenario, length: int) -> float:
-    """Tokens a request holds on average over its life: prompt and half its output (`length` without one)."""
+    """Tokens a running request holds on average: prompt and half its output (`length` without one). A mix: its
+    classes' (each capped at the context), each counted for as long as it runs, its output's decode steps: the
+    clients draw the classes alike, so a class's share of the running requests is its share of their time."""
+    if sc.options.request_mix:
+        held = [(max(n - min(c.options.prompt_tokens, n), 1), _held(c, n))
+                for c, n in ((c, request_length(c)) for c in traffic.scenarios(sc))]
+        return sum(steps * h for steps, h in held) / sum(steps for steps, _ in held)
     if sc.options.output_tokens is None:
         return float(length)
     prompt = min(sc.options.prompt_tokens, length)
@@ -170,7 +181,7 @@ def _held(sc: Scenario, length: int) -> float:
 
 def _with_speeds(sc: Scenario, placement: Placement, s: Serving, running: int) -> Serving:
     """Time to first token and decode speeds of `running` requests served at once, each of its real length."""
-    options, length = sc.options, s.request_length_tokens
+    options, length = traffic.mean_scenario(sc).options, s.request_length_tokens  # a mix: its mean request
     prompt = min(options.prompt_tokens, length)
     output = max(length - prompt, 1)
     pre = spd.prefill_time(sc, placement, prompt)
@@ -186,8 +197,8 @@ def _with_speeds(sc: Scenario, placement: Placement, s: Serving, running: int) -
     step = spd.decode_step(sc, placement, kv_depth_bytes=kv, streams=running, tokens=running + prefill)
     lt_dec = link_times(sc, placement, prompt, running)
     step_s = step.total_s + (lt_dec.decode_s if lt_dec else 0.0)
-    first, wait = _ttft_p50(sc, placement, (ttft, step_s), kv, running, output)
-    p50 = first + wait
+    first, _ = _ttft_p50(traffic.mean_scenario(sc), placement, (ttft, step_s), kv, running, output)
+    p50 = _ttft_median(sc, placement, step_s, kv, running)
     done = min(options.concurrency, running) * output / (first + output * step_s)  # a slot: first token, output
     return replace(s, ttft_s=round(ttft, 3), ttft_all_s=round(ttft * running, 3), ttft_p50_s=round(p50, 3),
                    aggregate_decode_tokens_per_s=round(running / step_s, 1),
@@ -226,6 +237,21 @@ def _ttft_p50(sc: Scenario, placement: Placement, times: tuple[float, float], kv
         prefill = step_s + max(alone_s, chunks * (carrying.total_s + (lt.decode_s if lt else 0.0)))
     waiting = max(sc.options.concurrency - running, 0)
     return prefill, waiting / max(running, 1) * (prefill + output * step_s)
+
+
+def _ttft_median(sc: Scenario, placement: Placement, step_s: float, kv: list[int], running: int) -> float:
+    """Median time to first token over the traffic's classes (one class without a mix): each prefills its own
+    prompt as `_ttft_p50` says, after the mean wait for a slot (freed by whichever request ends)."""
+    firsts, waits = [], []
+    for c in traffic.scenarios(sc):
+        length = request_length(c)
+        prompt = min(c.options.prompt_tokens, length)
+        lt = link_times(c, placement, prompt, 1)
+        alone = spd.prefill_time(c, placement, prompt).total_s + (lt.prefill_s if lt else 0.0)
+        first, wait = _ttft_p50(c, placement, (alone, step_s), kv, running, max(length - prompt, 1))
+        firsts.append(first)
+        waits.append(wait)
+    return statistics.median(firsts) + statistics.fmean(waits)
 
 
 def _step_budget(sc: Scenario) -> int:
