@@ -50,6 +50,18 @@ def test_a_bfloat16_scan_state_halves_the_slot(catalog):
     assert abs(scan * 4349 / GIB - 24.42) < 0.02
 
 
+def test_window_pools_from_the_logged_budget(catalog):
+    """Gemma 4 26B-A4B, fp8 KV: the 3.18 GiB its pools logged hold 37,081 full tokens and 29,664 sliding ones
+    (search-index file id 70350793512); the 0.80 run's pools are 66,235 and 52,988."""
+    sc = _scenario(catalog, "gemma-4-26b-a4b", "rtx-5090", kv_type="fp8")
+    p = kv_kinds.pools(sc, 1, 3.18 * GIB)
+    assert kv_kinds.window_pool(sc)
+    assert p.token_bytes == 5 * 2 * 2 * 512 + 0.8 * 25 * 2 * 8 * 256
+    assert abs(p.tokens - 37081) <= 0.005 * GIB / p.token_bytes  # the logged GB have two decimals
+    ratio = catalog.runtimes["sglang"].swa_full_tokens_ratio
+    assert int(37081 * ratio) == 29664 and int(66235 * ratio) == 52988
+
+
 def test_the_window_pool_share_is_sglangs_default(catalog):
     """Gemma 4 12B logs full_layer_tokens=1710, swa_layer_tokens=1368 (search-index file id 55801756965)."""
     assert int(1710 * catalog.runtimes["sglang"].swa_full_tokens_ratio) == 1368
