@@ -41,6 +41,16 @@ def test_hybrid_mamba_pools_from_the_logged_budget(catalog):
     assert abs(p.token_bytes / 2 * 19644177 - 14.05 * GIB) < 0.01 * GIB
 
 
+def test_gated_deltanet_pools_from_the_logged_budget(catalog):
+    """Qwen3.5 397B-A17B, TP 2 on two RTX 4090s: 15.72 GiB of pools hold 82 state slots and 580,364 tokens
+    (kvcache-ai/ktransformers#1870)."""
+    sc = _scenario(catalog, "qwen3.5-397b-a17b", "2xrtx-4090", tensor_parallel=2)
+    p = kv_kinds.pools(sc, 2, (0.13 + 7.29 + 2 * 4.15) * GIB)
+    assert p.state_slots == 82
+    assert abs(p.tokens / 580364 - 1) < 0.001
+    assert abs(p.slot_bytes * 83 - (7.29 + 0.13) * GIB) < 0.01 * GIB
+
+
 def test_a_bfloat16_scan_state_halves_the_slot(catalog):
     """Case 04 of the same log: --mamba-ssm-dtype bfloat16, ssm_state 24.42 GiB over 4,349 slots."""
     sc = _scenario(catalog, "nemotron-3-nano-30b-a3b", "4xh100-sxm", kv_type="fp8", tensor_parallel=4)
