@@ -112,6 +112,8 @@ def test_the_answer_uses_the_pools_by_kind(catalog):
     assert sg.kv_cache_tokens == p.tokens
     assert sg.max_num_seqs <= p.state_slots // 3 < 4000
     assert "recurrent-state slots" in sg.basis
+    asked = evaluate(catalog, rig, m, Options(runtime="sglang", ctx=32768, concurrency=4000, max_num_seqs=3000))
+    assert asked.serving.max_num_seqs == p.state_slots // 3  # an asked --max-running-requests is capped alike
     vl = evaluate(catalog, rig, m, Options(runtime="vllm", ctx=32768)).serving
     assert "hybrid KV cache manager" in vl.basis and "recurrent-state slots" not in vl.basis
 

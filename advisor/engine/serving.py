@@ -129,7 +129,8 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
     spare = min((d.free_bytes for d in used), default=0)
     if runtime.requests_rule and not options.max_num_seqs and placement.runs:
         max_num_seqs = fraction.default_max_requests(runtime, tokens, ctx)  # its own cap, from the pool
-        max_num_seqs = min(max_num_seqs, _state_cap(sc, shares) or max_num_seqs)
+    if placement.runs and (state := _state_cap(sc, shares)):  # and its recurrent-state slots' (resolve_max_num_reqs)
+        max_num_seqs = min(max_num_seqs or state, state)
     cap = max_num_seqs or options.concurrency
     # a request holds pages only for the tokens it has (vllm/v1/core/sched/scheduler.py schedule(): each step
     # kv_cache_manager.allocate_slots for the request's new tokens, preempting the newest when none are
