@@ -83,5 +83,7 @@ def test_a_mix_is_checked(catalog):
     model = catalog.models["llama-3.1-8b"]
     with pytest.raises(AdvisorError, match="unknown request mix"):
         evaluate(catalog, rig, model, Options(runtime="vllm", request_mix="sharegpt-ish"))
+    with pytest.raises(AdvisorError, match="has no option --request-mix"):  # llama.cpp serves no batch of requests
+        evaluate(catalog, rig, model, Options(request_mix="azure-conv"))
     with pytest.raises(AdvisorError, match="--output-tokens"):
         evaluate(catalog, rig, model, Options(runtime="vllm", request_mix="azure-conv", output_tokens=100))

@@ -188,7 +188,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("request_mix", ("--request-mix",), "text", "traffic as a published trace's mix of request lengths "
               "instead of --prompt-tokens/--output-tokens: azure-conv or azure-code (the Azure LLM inference traces of "
               "2023, rules/traffic.toml); running, queued and time to first token follow its spread", "serving",
-              commands=("check",), field="request_mix", metavar="MIX"),
+              commands=("check",), field="request_mix", metavar="MIX",
+              runtime_option="max_num_seqs"),  # a runtime that batches requests (vLLM, SGLang) serves a mix
     _int("max_num_seqs", ("--max-num-seqs", "--max-running-requests"), 65_536, "most requests decoded at once",
          "serving", commands=("check",), cmd=("max_num_seqs",), runtime_option="max_num_seqs"),
     OptionDef("cpu_offload_gb", ("--cpu-offload-gb",), "float", "GiB of weights per GPU kept in system RAM (default 0)",
