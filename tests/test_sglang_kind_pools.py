@@ -118,6 +118,15 @@ def test_the_answer_uses_the_pools_by_kind(catalog):
     assert "hybrid KV cache manager" in vl.basis and "recurrent-state slots" not in vl.basis
 
 
+def test_mla_is_one_latent_a_token_on_every_gpu(catalog):
+    """DefaultPoolConfigurator with use_mla_backend: a token costs (kv_lora_rank + qk_rope_head_dim) x layers x the
+    cache dtype's bytes on each GPU, not split over the tensor-parallel ranks (DeepSeek V3: 512 + 64, 61 layers)."""
+    rig = rig_from_flags(catalog, ["8xh200-sxm"])
+    sg = evaluate(catalog, rig, catalog.models["deepseek-v3"], Options(runtime="sglang", quant="fp8", ctx=4096)).serving
+    d = min(sg.devices, key=lambda x: x.pool_bytes)
+    assert sg.kv_cache_tokens == int(d.pool_bytes // ((512 + 64) * 61 * 2))
+
+
 def test_full_attention_models_are_unchanged(catalog):
     """A model with one kind of layer keeps the one pool the cited full-attention logs score."""
     sc = _scenario(catalog, "qwen3-8b", "h100-sxm")
