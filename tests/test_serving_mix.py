@@ -87,3 +87,16 @@ def test_a_mix_is_checked(catalog):
         evaluate(catalog, rig, model, Options(request_mix="azure-conv"))
     with pytest.raises(AdvisorError, match="--output-tokens"):
         evaluate(catalog, rig, model, Options(runtime="vllm", request_mix="azure-conv", output_tokens=100))
+
+
+def test_the_text_answer_names_the_mixs_mean_request(catalog):
+    """The serving rows say the mix's mean request and its prompt, not --prompt-tokens' default."""
+    from advisor.report.text import render_text
+
+    rig = rig_from_flags(catalog, ["h100-sxm"])
+    r = evaluate(catalog, rig, catalog.models["llama-3.1-8b"],
+                 Options(runtime="vllm", quant="BF16", ctx=8192, concurrency=8, request_mix="azure-conv"))
+    text = render_text(r)
+    prompt = r.serving.request_length_tokens - r.serving.output_tokens
+    assert "request length (mean of azure-conv)" in text
+    assert f"time to first token ({prompt:,} tokens)" in text and prompt != r.options.prompt_tokens
