@@ -103,17 +103,19 @@ def test_gemma_3_windows_are_a_mask_only(catalog):
 
 def test_the_answer_uses_the_pools_by_kind(catalog):
     """End to end: SGLang's pool for a hybrid model is its full-attention tokens (not vLLM's groups), its basis
-    says so, and its running requests are capped by the state slots (3 a request); vLLM keeps its groups."""
+    says so, and its running requests are capped by the state slots (5 a request); vLLM keeps its groups."""
     rig = rig_from_flags(catalog, ["2xh100-sxm"])
     m = catalog.models["qwen3-next-80b-a3b"]
     sg = evaluate(catalog, rig, m, Options(runtime="sglang", ctx=32768, concurrency=4000)).serving
     sc = _scenario(catalog, "qwen3-next-80b-a3b", "2xh100-sxm", ctx=32768)
     p = kv_kinds.pools(sc, 2, min(d.pool_bytes for d in sg.devices))
     assert sg.kv_cache_tokens == p.tokens
-    assert sg.max_num_seqs <= p.state_slots // 3 < 4000
+    per = catalog.runtimes["sglang"].recurrent_slots_per_request
+    assert per == 3 + 2  # the base ratio and the extra buffer's ping-pong pair under the overlap schedule
+    assert sg.max_num_seqs <= p.state_slots // per < 4000
     assert "recurrent-state slots" in sg.basis
     asked = evaluate(catalog, rig, m, Options(runtime="sglang", ctx=32768, concurrency=4000, max_num_seqs=3000))
-    assert asked.serving.max_num_seqs == p.state_slots // 3  # an asked --max-running-requests is capped alike
+    assert asked.serving.max_num_seqs == p.state_slots // per  # an asked --max-running-requests is capped alike
     vl = evaluate(catalog, rig, m, Options(runtime="vllm", ctx=32768)).serving
     assert "hybrid KV cache manager" in vl.basis and "recurrent-state slots" not in vl.basis
 

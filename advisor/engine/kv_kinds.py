@@ -15,7 +15,8 @@ turns the bytes its memory fraction leaves after the weights into pools by the m
   the budget, r / (1 + r) of it for state slots of one request's states each (every recurrent layer's, its
   heads split over tp), K = (that share - one slot) // one slot; the rest, less K + 1 slots (one is padding), is
   the full pool of the attention layers alone. A running request takes `recurrent_slots_per_request` slots
-  (`MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`), which caps the requests it runs at once.
+  (`_calculate_mamba_ratio`: 3, and 2 more for the extra buffer's ping-pong pair), which caps the requests it runs
+  at once.
 
 DeepSeek V4's compressed cache has a configurator of its own and is left to the placement's bytes. Under pipeline
 parallel each stage is counted with every layer (SGLang takes the smallest stage's pool, and stages are equal).
