@@ -20,8 +20,28 @@ from advisor.probe.flags import rig_from_flags
 
 DATA = Path(__file__).parent / "data"
 CONFIGS = {k: v for k, v in json.loads((DATA / "checkpoint_configs.json").read_text()).items() if "/" in k}
-# the config.json quant_method each quantization's checkpoints carry (what vLLM's and SGLang's loaders read)
-METHOD = {"fp8": "fp8", "awq": "awq", "gptq": "gptq", "NVFP4": "modelopt_fp4", "fp4-experts-fp8": "fp8", "mxfp4-bf16": "mxfp4"}
+# the config.json quant_method each quantization's checkpoints may carry (what vLLM's and SGLang's loaders read):
+# FP8 is written by DeepSeek / Qwen as "fp8" and by llm-compressor as "compressed-tensors" (vLLM's
+# CompressedTensorsConfig), NVFP4 by ModelOpt (hf_quant_config.json) or llm-compressor
+METHOD = {"fp8": {"fp8", "compressed-tensors"}, "awq": {"awq"}, "gptq": {"gptq"},
+          "NVFP4": {"modelopt_fp4", "compressed-tensors"}, "fp4-experts-fp8": {"fp8"}, "mxfp4-bf16": {"mxfp4"},
+          "W4A16": {"compressed-tensors"}}
+# compressed-tensors names its scheme in config_groups, so the method alone says nothing of the bits: each
+# quantization's (num_bits, type) in a group's weights or input activations, as compressed_tensors/quantization/
+# quant_scheme.py's presets write them (FP8: float 8 weights and activations; W4A16: int 4 weights and no
+# activation scheme; NVFP4: float 4)
+SCHEME = {"fp8": (8, "float"), "W4A16": (4, "int"), "NVFP4": (4, "float")}
+
+
+def _scheme_matches(quant: str, qc: dict) -> bool:
+    """A compressed-tensors quantization_config realises `quant`: some group quantizes to its bits and type, and
+    a weight-only scheme (A16) quantizes no activations."""
+    bits, kind = SCHEME[quant]
+    for group in qc.get("config_groups", {}).values():
+        args = [a for a in (group.get("weights"), group.get("input_activations")) if a]
+        if any(a.get("num_bits") == bits and a.get("type") == kind for a in args):
+            return not (quant.endswith("A16") and group.get("input_activations"))
+    return False
 
 
 def _config(repo: str) -> dict:
@@ -45,28 +65,47 @@ def test_a_listed_checkpoint_is_in_its_quantization(catalog, repo):
     if listed is None:  # recorded for the models whose own repo it is (gpt-oss: see the test below)
         assert any(repo in m.aliases for m in catalog.models.values())
         return
-    assert _method(repo) == METHOD[listed.quant]
+    assert _method(repo) in METHOD[listed.quant]
+    if _method(repo) == "compressed-tensors":
+        assert _scheme_matches(listed.quant, _config(repo)["quantization_config"])
     if listed.quant == "fp4-experts-fp8":
         assert _config(repo).get("expert_dtype") == "fp4"
 
 
+@pytest.mark.parametrize("quant,group,ok", [
+    ("fp8", {"weights": {"num_bits": 8, "type": "float"}, "input_activations": {"num_bits": 8, "type": "float"}}, True),
+    ("fp8", {"weights": {"num_bits": 8, "type": "int"}, "input_activations": {"num_bits": 8, "type": "int"}}, False),
+    ("W4A16", {"weights": {"num_bits": 4, "type": "int"}, "input_activations": None}, True),
+    ("W4A16", {"weights": {"num_bits": 8, "type": "int"}, "input_activations": None}, False),
+    ("W4A16", {"weights": {"num_bits": 4, "type": "int"}, "input_activations": {"num_bits": 8, "type": "int"}}, False),
+    ("NVFP4", {"weights": {"num_bits": 4, "type": "float"}, "input_activations": {"num_bits": 4, "type": "float"}},
+     True),
+])
+def test_compressed_tensors_must_name_the_quantizations_bits(quant, group, ok):
+    """The method "compressed-tensors" is no free pass: an INT8 W8A8 or an 8-bit weight-only checkpoint listed as
+    FP8 or W4A16 fails."""
+    assert _scheme_matches(quant, {"quant_method": "compressed-tensors", "config_groups": {"group_0": group}}) is ok
+
+
 # listed checkpoints whose config.json no recorded copy gives yet (issue 27: each printed line's repo is to be read
 # from a recorded config); a checkpoint added to rules/checkpoints.toml must bring its config
+# (the stored copies have their repo pages and tags, not their config.json; RedHatAI's w4a16 repo is tagged "gptq"
+# there, with an AutoGPTQ quantize_config.json, so its W4A16 label is to be checked against its config when one is
+# recorded)
 UNRECORDED = {
     "Qwen/QwQ-32B-AWQ", "Qwen/Qwen2.5-32B-Instruct-AWQ", "Qwen/Qwen2.5-72B-Instruct-AWQ",
     "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16",
-    "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4",
-    "hugging-quants/Meta-Llama-3.1-8B-Instruct-GPTQ-INT4", "neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8",
-    "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", "nvidia/Llama-3.3-70B-Instruct-FP4",
+    "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4", "neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8",
+    "nvidia/Llama-3.3-70B-Instruct-FP4",
 }
 
 
 def test_listed_checkpoints_have_a_recorded_config(catalog):
-    """17 of the 27 listed checkpoints are read from a recorded config; no new one comes without its config."""
+    """19 of the 27 listed checkpoints are read from a recorded config; no new one comes without its config."""
     listed = set(catalog.rules.checkpoints.repo)
     assert listed - set(CONFIGS) <= UNRECORDED
     assert UNRECORDED <= listed  # a repo taken out of the list leaves this one too
-    assert len(listed & set(CONFIGS)) >= 17
+    assert len(listed & set(CONFIGS)) >= 19
 
 
 @pytest.mark.parametrize("runtime", ["vllm", "sglang"])

@@ -727,6 +727,36 @@ class CheckpointRules(Record):
 
 
 @record
+class RequestMix(Record):
+    """Traffic as a published trace's requests (rules/traffic.toml): classes of equal weight, each a prompt and
+    an output length."""
+
+    __pydantic_config__ = _STRICT
+    name: str
+    source: str
+    """The trace, where it is kept and at which commit."""
+    requests: int
+    """Requests in the trace."""
+    prompt_tokens: tuple[int, ...]
+    """Each class's prompt length."""
+    output_tokens: tuple[int, ...]
+    """Each class's output length (the same order)."""
+    mean_prompt_tokens: float
+    mean_output_tokens: float
+    """The whole trace's means (the classes' means reproduce them)."""
+    median_prompt_tokens: int
+    median_output_tokens: int
+    """The whole trace's medians."""
+
+
+@record
+class TrafficRules(Record):
+    __pydantic_config__ = _STRICT
+    mix: dict[str, RequestMix] = field(default_factory=dict)
+    """Request-length mixes by name (`--request-mix`)."""
+
+
+@record
 class Rulebook(Record):
     """Every table of the rulebook, by file."""
 
@@ -741,6 +771,7 @@ class Rulebook(Record):
     speed_bands: SpeedBands = field(default_factory=SpeedBands)
     launch: LaunchRules = field(default_factory=LaunchRules)
     checkpoints: CheckpointRules = field(default_factory=CheckpointRules)
+    traffic: TrafficRules = field(default_factory=TrafficRules)
 
 
 def build_rulebook(data: dict[str, Any]) -> Rulebook:

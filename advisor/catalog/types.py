@@ -643,6 +643,23 @@ class RuntimeSpec(Record):
     """The grouped pool keeps chunked-local layers to their chunk (False: it counts them as full attention)."""
     kv_groups_basis: str = ""
     """Where the grouped-pool constants come from."""
+    kind_pools: bool = False
+    """A pool per attention kind, each with its own token count (SGLang's pool configurators): a model with
+    sliding-window or recurrent layers is accounted as advisor/engine/kv_kinds.py says."""
+    swa_full_tokens_ratio: float = 0.0
+    """Tokens of the sliding-window pool per token of the full-attention pool (SGLang --swa-full-tokens-ratio)."""
+    swa_pool_models: tuple[str, ...] = ()
+    """Model id patterns (fnmatch) whose sliding-window or chunked-local layers get that pool; on any other model
+    the window is a mask only and every layer holds the whole length."""
+    swa_pool_architectures: tuple[str, ...] = ()
+    """The same, by config.json `architectures` class, for a model read from a config.json."""
+    recurrent_memory_ratio: float = 0.0
+    """Recurrent-state memory per unit of KV memory when the runtime splits the budget between them (SGLang
+    --mamba-full-memory-ratio)."""
+    recurrent_slots_per_request: int = 0
+    """Recurrent-state slots a running request takes (0: no cap from the state pool)."""
+    kind_pools_basis: str = ""
+    """Where the per-kind pool constants come from."""
     prefill_beside_decode: bool = True
     """A new prompt's chunks run in the same step as the running requests' decode tokens (vLLM's scheduler);
     False: in a prefill step of their own (SGLang without --enable-mixed-chunk)."""

@@ -59,14 +59,14 @@ def layout(sc: Scenario, tp: int, batch_tokens: int) -> GroupLayout | None:
     token = 2 * max(m.kv_heads // max(tp, 1), 1) * m.head_dim * elem
     block = max(rt.kv_block_tokens, 1)
     if rec:
-        block *= _cdiv(_state_bytes(sc) / max(tp, 1), block * token)
+        block *= _cdiv(state_bytes(sc) / max(tp, 1), block * token)
     lo, hi = min(counts), max(counts)
     size = hi if hi < 1.5 * lo else lo
     return GroupLayout(block * token, block, size, (_cdiv(full, size), _cdiv(sliding, size), _cdiv(rec, size)),
                        batch_tokens)
 
 
-def _state_bytes(sc: Scenario) -> float:
+def state_bytes(sc: Scenario) -> float:
     """One recurrent layer's state for one request: convolution values in the model's dtype, scan values in the
     dtype its config names (`mamba_ssm_dtype`), else the runtime's (rules/runtimes.toml)."""
     r, rt = sc.model.recurrent, sc.runtime

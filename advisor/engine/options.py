@@ -30,6 +30,9 @@ class Options(Record):
     output_tokens: int | None = None
     """Tokens each request generates (`vllm bench serve --random-output-len`); None: the rest of the context.
     With the prompt it is a request's real length, what it holds of a paged pool at its end."""
+    request_mix: str | None = None
+    """A named mix of request lengths (rules/traffic.toml `[mix.NAME]`: classes of a published trace's requests) in
+    place of one prompt and output length; None: `prompt_tokens` and `output_tokens`."""
     kv_type: str = "f16"
     """KV cache type."""
     runtime: str = "llama.cpp"

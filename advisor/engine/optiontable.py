@@ -185,6 +185,11 @@ OPTIONS: tuple[OptionDef, ...] = (
               "fraction of each GPU the runtime reserves (vLLM default 0.9)", "serving", commands=("check",),
               field="memory_fraction", lo=0.05, hi=1.0, metavar="F", cmd=("memory_fraction",),
               runtime_option="memory_fraction"),
+    OptionDef("request_mix", ("--request-mix",), "text", "traffic as a published trace's mix of request lengths "
+              "instead of --prompt-tokens/--output-tokens: azure-conv or azure-code (the Azure LLM inference traces of "
+              "2023, rules/traffic.toml); running, queued and time to first token follow its spread", "serving",
+              commands=("check",), field="request_mix", metavar="MIX",
+              runtime_option="max_num_seqs"),  # a runtime that batches requests (vLLM, SGLang) serves a mix
     _int("max_num_seqs", ("--max-num-seqs", "--max-running-requests"), 65_536, "most requests decoded at once",
          "serving", commands=("check",), cmd=("max_num_seqs",), runtime_option="max_num_seqs"),
     OptionDef("cpu_offload_gb", ("--cpu-offload-gb",), "float", "GiB of weights per GPU kept in system RAM (default 0)",

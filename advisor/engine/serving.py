@@ -12,10 +12,11 @@ the result as "GPU KV cache size: N tokens" and "Maximum concurrency for L token
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 
 from advisor.catalog.types import RuntimeSpec
-from advisor.engine import fraction, kv_groups
+from advisor.engine import fraction, kv_groups, kv_kinds, traffic
 from advisor.engine import speed as spd
 from advisor.engine.interconnect import link_times
 from advisor.engine.options import Options
@@ -33,6 +34,7 @@ def pool(placement: Placement, runtime: RuntimeSpec, ctx: int,
     that runtime logs it: requests of `ctx` the pool holds, times `ctx`."""
     block = max(runtime.kv_block_tokens, 1)
     g = grouped(sc) if sc is not None else None
+    kinds = sc is not None and kv_kinds.applies(sc)  # pools by attention kind (SGLang)
     shares, tokens = [], None
     for d in placement.devices:
         if d.total_bytes <= 0:  # a GPU the run does not use
@@ -41,6 +43,8 @@ def pool(placement: Placement, runtime: RuntimeSpec, ctx: int,
         per_token = d.kv_cache_bytes / max(ctx, 1)
         if g is not None:
             t = int(kv_groups.concurrency(sc, g, free, ctx) * ctx)
+        elif kinds:
+            t = kv_kinds.pools(sc, tensor_parallel(sc), free).tokens
         else:
             t = int(free // (per_token * block)) * block if per_token > 0 else 0
         shares.append(PoolDevice(d.device, free, t))
@@ -50,8 +54,12 @@ def pool(placement: Placement, runtime: RuntimeSpec, ctx: int,
 
 def grouped(sc: Scenario) -> kv_groups.GroupLayout | None:
     """This model's layer groups on the runtime's grouped pool (None: one pool of one kind)."""
-    tp = Placer(sc).parallel_sizes()[0] if len(sc.rig.gpus) > 1 else 1
-    return kv_groups.layout(sc, tp, _step_budget(sc))
+    return kv_groups.layout(sc, tensor_parallel(sc), _step_budget(sc))
+
+
+def tensor_parallel(sc: Scenario) -> int:
+    """GPUs each layer's heads are split over."""
+    return Placer(sc).parallel_sizes()[0] if len(sc.rig.gpus) > 1 else 1
 
 
 def _requests_that_fit(sc: Scenario, shares: tuple[PoolDevice, ...], tokens: int, held: float) -> int:
@@ -92,6 +100,24 @@ def _groups_basis(g: kv_groups.GroupLayout | None) -> str:
             f"the sliding ones and its state in the recurrent ones (vLLM's hybrid KV cache manager)")
 
 
+def _kind_pools(sc: Scenario, shares: tuple[PoolDevice, ...]) -> kv_kinds.KindPools | None:
+    """The pools by kind on the GPU with the least free (None: one pool of one kind)."""
+    if not shares or not kv_kinds.applies(sc):
+        return None
+    return kv_kinds.pools(sc, tensor_parallel(sc), min(s.pool_bytes for s in shares))
+
+
+def _state_cap(sc: Scenario, shares: tuple[PoolDevice, ...]) -> int:
+    """Requests its recurrent-state slots let run at once (0: no such cap)."""
+    p = _kind_pools(sc, shares)
+    return kv_kinds.requests_cap(sc, p) if p is not None else 0
+
+
+def _kinds_basis(sc: Scenario, shares: tuple[PoolDevice, ...]) -> str:
+    p = _kind_pools(sc, shares)
+    return kv_kinds.basis(sc, p) if p is not None else ""
+
+
 def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
     """The paged KV pool of this placement: how many requests of the context run at once, how many queue, and
     their time to first token and decode speeds."""
@@ -103,6 +129,8 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
     spare = min((d.free_bytes for d in used), default=0)
     if runtime.requests_rule and not options.max_num_seqs and placement.runs:
         max_num_seqs = fraction.default_max_requests(runtime, tokens, ctx)  # its own cap, from the pool
+    if placement.runs and (state := _state_cap(sc, shares)):  # and its recurrent-state slots' (resolve_max_num_reqs)
+        max_num_seqs = min(max_num_seqs or state, state)
     cap = max_num_seqs or options.concurrency
     # a request holds pages only for the tokens it has (vllm/v1/core/sched/scheduler.py schedule(): each step
     # kv_cache_manager.allocate_slots for the request's new tokens, preempting the newest when none are
@@ -111,13 +139,14 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
     running = min(options.concurrency, cap, _requests_that_fit(sc, shares, tokens, _held(sc, length))) \
         if conc >= 1 else 0
     s = Serving(kv_cache_tokens=tokens if placement.runs else 0, kv_cache_bytes=total if placement.runs else 0,
-                request_tokens=ctx, request_length_tokens=length, output_tokens=length - min(options.prompt_tokens, length),
+                request_tokens=ctx, request_length_tokens=length,
+                output_tokens=length - min(traffic.mean_scenario(sc).options.prompt_tokens, length),
                 max_concurrency=round(conc, 2), requested=options.concurrency,
                 running=running, queued=options.concurrency - running, max_num_seqs=cap,
                 memory_fraction=memory_fraction(runtime, options, rig), devices=shares, spare_bytes=spare,
                 basis=_basis(runtime, memory_fraction(runtime, options, rig), ctx,
-                             _held(sc, length) if options.output_tokens is not None else None)
-                + _groups_basis(grouped(sc)))
+                             _held(sc, length) if options.output_tokens is not None or options.request_mix else None)
+                + _groups_basis(grouped(sc)) + _kinds_basis(sc, shares) + traffic.basis(sc))
     if running and rig.speed_known:
         s = _with_speeds(sc, placement, s, running)
     if not s.starts or s.marginal(int(runtime.pool_spread_mib * 1024**2)):
@@ -127,7 +156,10 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
 
 def request_length(sc: Scenario) -> int:
     """Tokens one request holds at its end: its prompt and its output (`--output-tokens`), at most the context;
-    without an output length, the whole context (every request may reach --max-model-len)."""
+    without an output length, the whole context (every request may reach --max-model-len); a mix: its classes'
+    mean."""
+    if sc.options.request_mix:
+        return round(statistics.fmean(request_length(c) for c in traffic.scenarios(sc)))
     out = sc.options.output_tokens
     if out is None:
         return sc.ctx
@@ -135,7 +167,13 @@ def request_length(sc: Scenario) -> int:
 
 
 def _held(sc: Scenario, length: int) -> float:
-    """Tokens a request holds on average over its life: prompt and half its output (`length` without one)."""
+    """Tokens a running request holds on average: prompt and half its output (`length` without one). A mix: its
+    classes' (each capped at the context), each counted for as long as it runs, its output's decode steps: the
+    clients draw the classes alike, so a class's share of the running requests is its share of their time."""
+    if sc.options.request_mix:
+        held = [(max(n - min(c.options.prompt_tokens, n), 1), _held(c, n))
+                for c, n in ((c, request_length(c)) for c in traffic.scenarios(sc))]
+        return sum(steps * h for steps, h in held) / sum(steps for steps, _ in held)
     if sc.options.output_tokens is None:
         return float(length)
     prompt = min(sc.options.prompt_tokens, length)
@@ -144,7 +182,7 @@ def _held(sc: Scenario, length: int) -> float:
 
 def _with_speeds(sc: Scenario, placement: Placement, s: Serving, running: int) -> Serving:
     """Time to first token and decode speeds of `running` requests served at once, each of its real length."""
-    options, length = sc.options, s.request_length_tokens
+    options, length = traffic.mean_scenario(sc).options, s.request_length_tokens  # a mix: its mean request
     prompt = min(options.prompt_tokens, length)
     output = max(length - prompt, 1)
     pre = spd.prefill_time(sc, placement, prompt)
@@ -160,8 +198,8 @@ def _with_speeds(sc: Scenario, placement: Placement, s: Serving, running: int) -
     step = spd.decode_step(sc, placement, kv_depth_bytes=kv, streams=running, tokens=running + prefill)
     lt_dec = link_times(sc, placement, prompt, running)
     step_s = step.total_s + (lt_dec.decode_s if lt_dec else 0.0)
-    first, wait = _ttft_p50(sc, placement, (ttft, step_s), kv, running, output)
-    p50 = first + wait
+    first, _ = _ttft_p50(traffic.mean_scenario(sc), placement, (ttft, step_s), kv, running, output)
+    p50 = _ttft_median(sc, placement, step_s, kv, running)
     done = min(options.concurrency, running) * output / (first + output * step_s)  # a slot: first token, output
     return replace(s, ttft_s=round(ttft, 3), ttft_all_s=round(ttft * running, 3), ttft_p50_s=round(p50, 3),
                    aggregate_decode_tokens_per_s=round(running / step_s, 1),
@@ -200,6 +238,21 @@ def _ttft_p50(sc: Scenario, placement: Placement, times: tuple[float, float], kv
         prefill = step_s + max(alone_s, chunks * (carrying.total_s + (lt.decode_s if lt else 0.0)))
     waiting = max(sc.options.concurrency - running, 0)
     return prefill, waiting / max(running, 1) * (prefill + output * step_s)
+
+
+def _ttft_median(sc: Scenario, placement: Placement, step_s: float, kv: list[int], running: int) -> float:
+    """Median time to first token over the traffic's classes (one class without a mix): each prefills its own
+    prompt as `_ttft_p50` says, after the mean wait for a slot (freed by whichever request ends)."""
+    firsts, waits = [], []
+    for c in traffic.scenarios(sc):
+        length = request_length(c)
+        prompt = min(c.options.prompt_tokens, length)
+        lt = link_times(c, placement, prompt, 1)
+        alone = spd.prefill_time(c, placement, prompt).total_s + (lt.prefill_s if lt else 0.0)
+        first, wait = _ttft_p50(c, placement, (alone, step_s), kv, running, max(length - prompt, 1))
+        firsts.append(first)
+        waits.append(wait)
+    return statistics.median(firsts) + statistics.fmean(waits)
 
 
 def _step_budget(sc: Scenario) -> int:

@@ -27,7 +27,20 @@ def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
         raise AdvisorError(f"{runtime.name} needs flash attention for a {options.kv_type} V cache",
                            "drop --flash-attn off, or use --kv-cache f16")
     _check_mmproj(catalog, runtime, options)
+    _check_mix(catalog, options)
     return runtime
+
+
+def _check_mix(catalog: Catalog, options: Options) -> None:
+    """A request mix names one of rules/traffic.toml's and stands in for the output length."""
+    mixes = catalog.rules.traffic.mix
+    if options.request_mix is None:
+        return
+    if options.request_mix not in mixes:
+        raise AdvisorError(f"unknown request mix {options.request_mix!r}", f"use one of: {', '.join(mixes)}")
+    if options.output_tokens is not None:
+        raise AdvisorError("--request-mix gives each request its prompt and output length",
+                           "drop --output-tokens (or --request-mix)")
 
 
 def _check_table(catalog: Catalog, runtime: RuntimeSpec, options: Options) -> None:

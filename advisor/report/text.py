@@ -138,11 +138,13 @@ def document(r: Report) -> list[Section]:
                              f"{'s' if len(v.devices) > 1 else ''}, {v.memory_fraction:g} of each)"),
                  (f"requests of {v.request_tokens:,} tokens at once", f"{v.max_concurrency:.2f}"),
                  ("requested / running / queued", f"{v.requested} / {v.running} / {v.queued}")]
-        if r.options.output_tokens is not None:
-            srows.insert(2, ("request length", f"{v.request_length_tokens:,} tokens ({r.options.prompt_tokens:,} "
-                                               f"prompt + {v.output_tokens:,} output)"))
+        prompt = v.request_length_tokens - v.output_tokens  # a request mix's mean prompt (--request-mix)
+        if r.options.output_tokens is not None or r.options.request_mix:
+            mix = f" (mean of {r.options.request_mix})" if r.options.request_mix else ""
+            srows.insert(2, (f"request length{mix}", f"{v.request_length_tokens:,} tokens ({prompt:,} "
+                                                     f"prompt + {v.output_tokens:,} output)"))
         if v.ttft_s is not None:
-            srows.append((f"time to first token ({r.options.prompt_tokens:,} tokens)",
+            srows.append((f"time to first token ({prompt:,} tokens)",
                           f"{v.ttft_s:.2f} s alone, {v.ttft_all_s:.2f} s for the last of {v.running}"))
         if v.ttft_p50_s is not None and v.requested > 1:
             srows.append((f"median TTFT, {v.requested} clients", f"{v.ttft_p50_s:.2f} s"))
