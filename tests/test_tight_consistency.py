@@ -29,6 +29,18 @@ def test_the_largest_context_is_the_last_plain_fit(run_cli):
     assert one_more["tight"] or not one_more["fits"]
 
 
+def test_the_automatic_choice_is_a_plain_fit(run_cli):
+    """At 32k on two 3090s, Q4_K_M with a q8_0 cache leaves 0.36 GiB free (check: FITS, TIGHT); the automatic
+    choice, which `fit` also uses, takes a quantization that keeps the margin instead, and its table does not
+    list the tight row as fitting."""
+    base = ("check", "llama-3.1-70b", "--gpu", "2xrtx-3090", "--ctx", "32768", "--ram", "64", "--json")
+    tight = _check(run_cli, *base, "--quant", "Q4_K_M", "--kv-cache", "q8_0")
+    assert tight["fits"] and tight["tight"]
+    d = _check(run_cli, *base)
+    assert d["fits"] and not d["tight"] and d["quant_chosen_by_advisor"] and d["quant"] != "Q4_K_M"
+    assert not any(c["fits"] for c in d["choices"] if (c["quant"], c["kv_cache_type"]) == ("Q4_K_M", "q8_0"))
+
+
 def test_fit_ranks_a_tight_model_after_the_plain_fits_and_says_so(run_cli):
     """`advisor fit` on a 12 GB RTX 3060: gpt-oss-20b (MXFP4, its only quantization) fits there only under
     llama.cpp's 1 GiB margin, so it is marked `tight`, its note says the margin, and it comes after every plain fit."""
