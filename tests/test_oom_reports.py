@@ -34,11 +34,12 @@ FLAGS = (("kv_type", "--kv-cache"), ("flash_attn", "--flash-attn"), ("ubatch", "
 # OOM rows the engine still calls a plain fit, and what it does not model (issue 26, what is left). Strict: a
 # change that fixes one must move it out of here.
 KNOWN_MISSES = {
-    "vllm-16570": "vLLM 0.8.3/0.8.4 (V0 worker) profiled 2.51 GiB of activations for Qwen2.5-VL-72B, which no "
-                  "source read here explains (V0 profiles a text-only 5,120-token batch when the largest image, "
-                  "16,384 tokens, does not fit it); its 34.43 GiB of weights per GPU are the language model's 33.97 "
-                  "plus the ~0.7B-parameter tower split four ways (+0.33), not the tower on every rank (+1.31), and "
-                  "the catalog does not count this model's tower yet",
+    "vllm-16570": "vLLM 0.8.3/0.8.4 (V0 worker) logged 2.51 GiB of activations for Qwen2.5-VL-72B: V0 profiles one "
+                  "sequence of max(seq_len, the largest image's 16,384 tokens) (vllm/multimodal/profiling.py "
+                  "get_decoder_dummy_data), for which the advisor's activation formula gives 1.68 GiB at TP4, and V0 "
+                  "captures CUDA graphs outside the budget; with those and the ~0.7B tower split four ways (+0.33 GiB: "
+                  "the logged 34.43 GiB of weights per GPU is the split tower, not one on every rank, +1.31) the pool "
+                  "would still hold the request; the missing ~0.8 GiB of activations is not explained by a source",
     "ollama-10873": "no GPU-memory cause found: the model fits with 6 GiB to spare; the log's next line, "
                     "GGML_ASSERT(ctx->mem_buffer != NULL), is a host allocation failing (RAM not stated)",
 }
