@@ -52,6 +52,8 @@ def test_the_0_8_1_report_does_not_start_and_today_s_vllm_would(run_cli):
     then = json.loads(run_cli(*QWEN_32B_INT8_2X3090, "--runtime-version", "0.8.1").stdout)
     assert today["serving"]["starts"] and today["serving"]["max_num_seqs"] == 256
     assert not then["serving"]["starts"] and not then["fits"]
+    fewer = [m for m in then["serving"]["remedies"] if m["option"] == "--max-num-seqs 1"]
+    assert len(fewer) == 1 and fewer[0]["starts"]  # the remedy names the sampler's request count
     fixed = json.loads(run_cli(*QWEN_32B_INT8_2X3090, "--runtime-version", "0.8.1", "--max-num-seqs", "8").stdout)
     assert fixed["serving"]["starts"]  # the thread's own fix: "max_num_seqs = 4 or 8 ... started normally"
 
