@@ -44,7 +44,7 @@ def test_effective_size_follows_the_density_rule(catalog):
 def test_fit_says_its_ranking_key(run_cli):
     out = run_cli("fit", "--gpu", "rtx-4090")
     text = " ".join(out.stdout.split())
-    assert "ranked by: fits on the GPUs, quality loss not steep, then effective size" in text
+    assert "ranked by: fits on the GPUs, then fits only tight, quality loss not steep, then effective size" in text
     assert "released 2026-" in text
     import json
 

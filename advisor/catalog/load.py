@@ -30,6 +30,7 @@ from advisor.catalog.types import (
     Price,
     QuantSpec,
     RecurrentSpec,
+    RuntimeRelease,
     RuntimeSpec,
 )
 from advisor.catalog.rulebook import Rulebook, build_rulebook
@@ -54,7 +55,7 @@ KINDS: dict[str, type] = {
 }
 _NESTED: dict[str, type] = {"nvlink": NvlinkSpec, "price": Price, "used_price": Price, "recurrent": RecurrentSpec,
                             "multinode": MultiNode, "memory": CpuMemory}
-_NESTED_LISTS: dict[str, type] = {"clusters": CpuCluster}
+_NESTED_LISTS: dict[str, type] = {"clusters": CpuCluster, "releases": RuntimeRelease}
 """Arrays of tables that become tuples of their dataclass."""
 _PLURAL = {"gpu": "gpus", "model": "models", "quant": "quants", "runtime": "runtimes", "preset": "presets",
            "cpu": "cpus"}

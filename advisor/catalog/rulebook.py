@@ -35,6 +35,13 @@ class DiscreteGpuRules(Record):
     __pydantic_config__ = _STRICT
     nvidia_reserved_mib: float
     """Memory the NVIDIA driver reserves on each card before any process runs, MiB."""
+    vendor_reserved_mib: dict[str, float] = field(default_factory=dict)
+    """The same for other vendors' discrete cards, by `GpuSpec.vendor` (AMD: what amdgpu keeps back from the
+    card's nominal memory), MiB; a vendor not listed: 0."""
+
+    def reserved_mib(self, vendor: str) -> float:
+        """What the driver keeps from a discrete card of this vendor before any process runs, MiB."""
+        return float(self.vendor_reserved_mib.get(vendor, self.nvidia_reserved_mib if vendor == "nvidia" else 0.0))
 
 
 @record

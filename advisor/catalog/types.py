@@ -483,6 +483,27 @@ class MultiNode(Record):
 
 
 @record
+class RuntimeRelease(Record):
+    """Start-up defaults of a range of a runtime's releases that differ from today's (rules/runtimes.toml
+    `[[runtime.releases]]`), applied when the answer is asked for that release (`--runtime-version`)."""
+
+    __pydantic_config__ = _STRICT
+
+    since: str = ""
+    """The first release it covers, `X.Y.Z` (empty: every release before `before`)."""
+    before: str = ""
+    """The first release it no longer covers (empty: up to today's)."""
+    max_num_seqs: int = 0
+    """Its default most requests per step (0: as today's)."""
+    max_num_seqs_large: int = 0
+    """The same on GPUs of `large_gpu_gib` and more (0: as today's)."""
+    sampler_copies: float | None = None
+    """Its sampler warm-up's f32 copies of (requests x vocabulary) at the peak (None: as today's)."""
+    basis: str = ""
+    """Where these come from (the source files and pull requests)."""
+
+
+@record
 class RuntimeSpec(Record):
     """An inference runtime and what it costs in memory beyond weights and KV cache."""
 
@@ -715,6 +736,8 @@ class RuntimeSpec(Record):
     hardware_basis: str = ""
     multinode: MultiNode = field(default_factory=MultiNode)
     """How it runs across machines (split `none`: on one machine only)."""
+    releases: tuple[RuntimeRelease, ...] = ()
+    """Older releases whose start-up defaults differ from today's (advisor/engine/releases.py)."""
     """Where `min_compute_capability` comes from."""
     quant_min_cc: dict[str, float] = field(default_factory=dict)
     """Lowest NVIDIA compute capability its kernels need for each quantization id it loads."""

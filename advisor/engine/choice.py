@@ -28,6 +28,7 @@ from advisor.catalog.types import Catalog, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine.estimate import estimate_speed
 from advisor.engine.options import DEFAULT_CTX, Options
 from advisor.engine.placement import Placer
+from advisor.engine.placement.records import plain_fit
 from advisor.engine.quants import resolve_quant
 from advisor.engine.scenario import Scenario
 from advisor.engine.strategies import words_of
@@ -171,7 +172,8 @@ def measure(catalog: Catalog, sc: Scenario, q: QuantSpec, kv: str, pol: Policy) 
         s = estimate_speed(at_q, at)
         decode, prefill = s.decode_tokens_per_s, s.prefill_tokens_per_s
     fast = decode is not None and decode >= pol.target_tokens_per_s
-    return Choice(q, kv, at.fits, at.runs, at.strategy, words_of(at.strategy).where, decode, prefill,
+    # "fits" as check says it: under the runtime's fit margin it is "fits, tight" (FIT005), not offered as a fit
+    return Choice(q, kv, plain_fit(at, at_q.runtime), at.runs, at.strategy, words_of(at.strategy).where, decode, prefill,
                   quality_loss(catalog, q, kv), not pol.floor.admits(q), fast), p
 
 

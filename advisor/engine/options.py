@@ -92,6 +92,9 @@ class Options(Record):
     --mem-fraction-static); None: the runtime's default."""
     max_num_seqs: int | None = None
     """Paged runtimes: most requests decoded at once (vLLM --max-num-seqs); None: the runtime's default."""
+    runtime_version: str | None = None
+    """The runtime's release (`0.8.1`): its start-up defaults where rules/runtimes.toml `[[runtime.releases]]`
+    says they differ from today's; None: today's."""
     max_num_batched_tokens: int | None = None
     """Paged runtimes: tokens per scheduler step, the profile batch (vLLM --max-num-batched-tokens);
     None: the runtime's default for the GPU."""

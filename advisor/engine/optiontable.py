@@ -139,6 +139,9 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("runtime", ("--runtime",), "text", "runtime id (default llama.cpp; `advisor runtimes` lists them and "
               "what each does)", "model", field="runtime", metavar="R", lower=True,
               widget=Widget("runtime", "runtime", from_catalog="runtimes")),
+    OptionDef("runtime_version", ("--runtime-version",), "text", "the runtime's release, e.g. 0.8.1: its start-up "
+              "defaults where they differ from today's (rules/runtimes.toml [[runtime.releases]]; default: today's)",
+              "model", field="runtime_version", metavar="X.Y.Z"),
     _choice("split", ("--split",), SPLITS, "multi-GPU split (default: the runtime's: layer for llama.cpp/ollama/"
             "exllamav2, tensor for vllm); row: llama.cpp's older -sm row (gone from CUDA/ROCm builds since July 2026)",
             strict=True, widget=Widget("split", "split", presets=("layer", "tensor"), auto=True)),

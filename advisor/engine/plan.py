@@ -31,6 +31,7 @@ from advisor.engine.estimate import estimate_speed
 from advisor.engine.memory import weights_layout
 from advisor.engine.options import DEFAULT_CTX, Options
 from advisor.engine.placement import Placer
+from advisor.engine.placement.records import plain_fit
 from advisor.engine.quants import fallback_quant, resolve_quant
 from advisor.engine.rig import MAX_RIG_GPUS, rig_of
 from advisor.engine.scenario import Scenario
@@ -323,7 +324,7 @@ def _rig(shop: _Shop, cand: _Candidate):
 def _option(shop: _Shop, cand: _Candidate, rig) -> PlanOption | None:
     """A candidate placed and timed by the engine, priced; None when it does not fit (the host build: run) or
     misses the speed target."""
-    ok = (lambda p: p.runs) if cand.on_host else (lambda p: p.fits)
+    ok = (lambda p: p.runs) if cand.on_host else (lambda p: plain_fit(p, shop.runtime))  # a tight fit is no plan
     base = Scenario(shop.model, shop.quant, shop.runtime, rig, shop.opts, shop.catalog.rules, shop.ctx,
                     weights_layout(shop.model, shop.quant))
     for kv in shop.kv_types:  # f16, then q8_0 where it is what fits (advisor.engine.choice)

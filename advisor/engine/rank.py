@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from advisor.record import Record, record
 from advisor.catalog.rulebook import Rulebook
-from advisor.catalog.types import Catalog, ModelSpec
+from advisor.catalog.types import GIB, Catalog, ModelSpec
 from advisor.engine.check import evaluate
 from advisor.engine.options import Options
 from advisor.engine.strategies import words_of
@@ -57,7 +57,7 @@ def rank_key(rules: Rulebook, cpu_only: bool) -> str:
     size = (f"effective size: parameters x 2^(months since {r.reference_month} / "
             f"{float(r.density_doubling_months):g}), as capability per parameter doubles every "
             f"{float(r.density_doubling_months):g} months (rules/quality.toml [rank])")
-    first = "runs, decodes at reading speed" if cpu_only else "fits on the GPUs"
+    first = "runs, decodes at reading speed" if cpu_only else "fits on the GPUs, then fits only tight"
     return f"ranked by: {first}, quality loss not steep, then {size}; then decode speed"
 
 
@@ -79,8 +79,9 @@ def rank_models(catalog: Catalog, rig: Rig, options: Options, models: list[Model
         if r.fits:
             tps = f"{r.speed.decode_tokens_per_s:.0f} tok/s" if r.speed.decode_tokens_per_s else "speed unknown"
             kv = f" with {r.options.kv_type} KV" if r.options.kv_type != options.kv_type else ""
-            note = f"{r.quant.id}{kv} ({TIER_WORDS[tier]}), {tps}, up to {r.max_context_tokens:,} context"
-            note += f", {_released_words(m)}"
+            room = f", up to {r.max_context_tokens:,} context" if r.max_context_tokens else ""
+            note = f"{r.quant.id}{kv} ({TIER_WORDS[tier]}), {tps}{room}"
+            note += f", {_released_words(m)}" + (_tight_words(r) if r.tight else "")
         elif r.runs and rig.is_cpu_only:
             note = f"{r.quant.id} on the CPU at {r.speed.decode_tokens_per_s or 0:.1f} tok/s, {_released_words(m)}"
         elif r.runs:
@@ -97,9 +98,17 @@ def rank_models(catalog: Catalog, rig: Rig, options: Options, models: list[Model
                                 (x.report.quant.kld or 0) >= steep, -effective_params(x.model, catalog.rules),
                                 -(x.report.speed.decode_tokens_per_s or 0)))
         return out
-    out.sort(key=lambda x: (x.tier == 4, x.tier == 3, -effective_params(x.model, catalog.rules) if x.tier < 4 else 0,
+    out.sort(key=lambda x: (x.tier == 4, x.report.tight, x.tier == 3,
+                            -effective_params(x.model, catalog.rules) if x.tier < 4 else 0,
                             -(x.report.speed.decode_tokens_per_s or 0)))
     return out
+
+
+def _tight_words(r: Report) -> str:
+    """FIT005's margin in a `fit` note: a model that fits only under the runtime's fit margin is said so."""
+    d = r.tight_device
+    return (f"; tight: {d.free_bytes / GIB:.1f} GiB free on {d.device}, under the "
+            f"{r.fit_margin_bytes / GIB:.1f} GiB fit margin")
 
 
 def _released_words(model: ModelSpec) -> str:

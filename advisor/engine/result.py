@@ -8,7 +8,7 @@ from advisor.engine.launch import Launch
 from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine.options import Options
 from advisor.engine.placement import Placement
-from advisor.engine.placement.records import DeviceUse
+from advisor.engine.placement.records import DeviceUse, fit_margin_bytes, plain_fit, tight_device
 from advisor.engine.rig import Rig
 from advisor.engine.vision import VisionUse
 
@@ -231,15 +231,6 @@ class WhatIf(Record):
     """It fits fully at the asked context (None: not asked: the answer fits already)."""
 
 
-def tight_device(placement: Placement, margin_bytes: int) -> DeviceUse | None:
-    """The GPU a placement that fits leaves with less than `margin_bytes` free (the one with the least left), or
-    None: it does not fit, it is not tight, or there is no margin (0)."""
-    if not margin_bytes or not placement.fits or not placement.devices:
-        return None
-    least = min(placement.devices, key=lambda d: d.free_bytes)
-    return least if least.free_bytes < margin_bytes else None
-
-
 @record
 class Report(Record):
     model: ModelSpec
@@ -297,7 +288,7 @@ class Report(Record):
     @property
     def fit_margin_bytes(self) -> int:
         """What the runtime keeps free on each GPU when it fits a model itself (RuntimeSpec.fit_margin_mib)."""
-        return int(self.runtime.fit_margin_mib * 2**20)
+        return fit_margin_bytes(self.runtime)
 
     @property
     def tight_device(self) -> DeviceUse | None:

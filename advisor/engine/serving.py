@@ -262,6 +262,23 @@ def _step_budget(sc: Scenario) -> int:
     return Placer(sc).batch_defaults()[0]
 
 
+def _fewer_seqs(sc: Scenario) -> list[Remedy]:
+    """`--max-num-seqs` down to the requests asked for, where the sampler warm-up of the default count is what
+    keeps the request out (vLLM 0.8's 1,024 dummy requests: "I set the parameter max_num_seqs = 4 or 8 ... the
+    model can be started normally now", vllm-project/vllm#17238); nothing when it would not start either."""
+    runtime, options = sc.runtime, sc.options
+    name = runtime.option_names.get("max_num_seqs")
+    if not runtime.sampler_copies or not name or options.max_num_seqs:
+        return []
+    if options.concurrency >= Placer(sc).batch_defaults()[1]:
+        return []
+    opts = replace(options, max_num_seqs=options.concurrency)
+    p = Placer(replace(sc, options=opts))
+    at = p.at(sc.ctx)
+    tokens = pool(at, runtime, sc.ctx, replace(sc, options=opts))[0] if at.runs else 0
+    return [Remedy(f"{name} {options.concurrency}", p.max_context(), tokens, at.runs)] if at.runs else []
+
+
 def remedies(sc: Scenario, placement: Placement) -> tuple[Remedy, ...]:
     """Each single change, in the runtime's own option names, that lets one request start, with the
     longest context it then allows; then all of them together."""
@@ -289,6 +306,7 @@ def remedies(sc: Scenario, placement: Placement) -> tuple[Remedy, ...]:
         at = p.at(ctx)
         tokens = pool(at, runtime, ctx, replace(sc, options=opts))[0] if at.runs else 0
         out.append(Remedy(text, p.max_context(), tokens, at.runs))
+    out += _fewer_seqs(sc)
     here = Placer(sc)
     base = here.max_context()
     if base and base < ctx and "max_model_len" in names:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from advisor.catalog.types import Catalog, RuntimeSpec
 from advisor.engine.options import Options
+from advisor.engine.releases import at_release
 from advisor.engine.optiontable import BY_FIELD, check_value, given
 from advisor.errors import AdvisorError
 
@@ -16,7 +17,7 @@ def check_options(catalog: Catalog, options: Options) -> RuntimeSpec:
     """The runtime the options name, or one line and exit 2 (AdvisorError) saying what is wrong and what to use."""
     if options.runtime not in catalog.runtimes:
         raise AdvisorError(f"unknown runtime {options.runtime!r}", f"use one of: {', '.join(catalog.runtimes)}")
-    runtime = catalog.runtimes[options.runtime]
+    runtime = at_release(catalog.runtimes[options.runtime], options.runtime_version)
     _check_table(catalog, runtime, options)
     if options.kv_type not in runtime.kv_types:
         raise AdvisorError(f"{runtime.name} has no {options.kv_type} KV cache",

@@ -195,7 +195,7 @@ def rig_from_data(catalog: Catalog, data: dict[str, Any], where: str) -> Rig:
             raise AdvisorError(f"{w}: memory_basis must be \"free\" or \"total\", not {entry.memory_basis!r}")
         spec = _gpu_spec(catalog, entry, w)
         gen, lanes = parse_pcie(entry.pcie) if entry.pcie is not None else (spec.pcie_gen, spec.pcie_lanes)
-        cap, basis = _capacity(entry, spec, w, float(catalog.rules.memory.discrete_gpu.nvidia_reserved_mib))
+        cap, basis = _capacity(entry, spec, w, catalog.rules.memory.discrete_gpu.reserved_mib(spec.vendor))
         if len(gpus) + entry.count > MAX_RIG_GPUS:
             raise AdvisorError(f"{where}: more than {MAX_RIG_GPUS} GPUs is more than one rig holds")
         for _ in range(entry.count):
@@ -273,8 +273,8 @@ def _machines(entries: Any, head: RigHead, nodes: set[int], where: str) -> tuple
 
 def _capacity(entry: RigGpuEntry, spec: GpuSpec, where: str, reserved_mib: float) -> tuple[int, str]:
     """A [[gpu]]'s memory to plan with and what it is (`free` or `total`): memory_gib as given, or the card's
-    total less used_gib and, on an NVIDIA card, the driver's reserve, which nvidia-smi -q lists apart from
-    "Used" (rules/memory.toml [discrete_gpu]): the same free memory the NVML probe reads on a live machine."""
+    total less used_gib and the driver's reserve for the card's vendor (`reserved_mib`: NVIDIA's, which nvidia-smi -q
+    lists apart from "Used", rules/memory.toml [discrete_gpu]): the same free memory the NVML probe reads live."""
     if entry.used_gib is not None:
         if entry.memory_gib is not None:
             raise AdvisorError(f"{where}: memory_gib and used_gib both set the memory to plan with", "keep one of them")
@@ -282,7 +282,7 @@ def _capacity(entry: RigGpuEntry, spec: GpuSpec, where: str, reserved_mib: float
         if used >= spec.vram_bytes:
             raise AdvisorError(f"{where}: used_gib = {entry.used_gib:g} is all of the {spec.name}'s {spec.vram_gib:g} GiB",
                                "give the VRAM other programs hold (nvidia-smi Memory-Usage), below the card's total")
-        reserve = int(reserved_mib * 2**20) if spec.vendor == "nvidia" and not spec.unified_memory else 0
+        reserve = int(reserved_mib * 2**20) if not spec.unified_memory else 0
         return max(spec.vram_bytes - used - reserve, 0), "free"
     cap = int(entry.memory_gib * GIB) if entry.memory_gib is not None else spec.vram_bytes
     return cap, entry.memory_basis or ("free" if entry.memory_gib is not None and cap < spec.vram_bytes else "total")

@@ -20,7 +20,7 @@ def fit_doc(ranked: list[Ranked], rig: Rig, runtime: str, show_all: bool = False
     cpu = rig.is_cpu_only
     shown = ranked if show_all else [r for r in ranked if usable(r, cpu)]
     data = [{"model": r.model.id, "quant": r.report.quant.id if r.report.fits else None,
-             "fits": r.report.fits, "runs": r.report.runs,
+             "fits": r.report.fits, "tight": r.report.tight, "runs": r.report.runs,
              "decode_tokens_per_s": r.report.speed.decode_tokens_per_s,
              "max_context_tokens": r.report.max_context_tokens, "note": r.note,
              "released": r.model.released or None} for r in ranked]

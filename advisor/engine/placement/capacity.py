@@ -19,11 +19,10 @@ def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: Rulebook, fraction: f
     runtime whose fraction is of the memory free at start (`fraction_of_free`) takes its CUDA context
     off the card before the fraction."""
     caps = []
-    reserved = int(float(rules.memory.discrete_gpu.nvidia_reserved_mib) * mem.MIB)
     for g in rig.gpus:
         cap = g.capacity_bytes
-        if g.spec.vendor == "nvidia" and not g.spec.unified_memory and g.capacity_basis == "total":
-            cap -= reserved
+        if not g.spec.unified_memory and g.capacity_basis == "total":
+            cap -= int(rules.memory.discrete_gpu.reserved_mib(g.spec.vendor) * mem.MIB)
         if g.spec.unified_memory:
             if g.spec.vendor == "apple":
                 cap = mem.apple_working_set(cap, rules)

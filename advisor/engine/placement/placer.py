@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from advisor.engine.placement import cpu_only, layer_split, meta_split, row_split, staged, tensor_parallel
 from advisor.engine.placement.base import PlacerBase
-from advisor.engine.placement.records import Placement
+from advisor.engine.placement.records import Placement, plain_fit
 
 SPLITTERS = {"meta": meta_split.meta_split, "rows": row_split.row_split}
 """The placement of each kind of split that is not by heads or channels (RuntimeSpec.tensor_split)."""
@@ -58,10 +58,11 @@ class Placer(PlacerBase):
         return "runs" if self.rig.is_cpu_only or explicit else "fits"
 
     def max_context(self) -> int:
-        """The largest context (multiple of 256, up to the model's maximum) that still fits fully, or that still
-        runs where `context_limit` says so."""
+        """The largest context (multiple of 256, up to the model's maximum) that still fits fully with the
+        runtime's fit margin left on every GPU (a context that is only "tight" is not offered: `plain_fit`), or
+        that still runs where `context_limit` says so."""
         limit = self.model.max_context
-        ok = (lambda p: p.runs) if self.context_limit == "runs" else (lambda p: p.fits)
+        ok = (lambda p: p.runs) if self.context_limit == "runs" else (lambda p: plain_fit(p, self.runtime))
         if not ok(self.at(256)):
             return 0
         if ok(self.at(limit)):

@@ -5,6 +5,10 @@ from __future__ import annotations
 from advisor.engine import memory as mem
 from advisor.record import Record, record
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from advisor.catalog.types import RuntimeSpec
+
 
 @record
 class DeviceUse(Record):
@@ -71,3 +75,23 @@ class Placement(Record):
     @property
     def offloaded_bytes(self) -> int:
         return self.host.weights_bytes
+
+
+def fit_margin_bytes(runtime: RuntimeSpec) -> int:
+    """What the runtime keeps free on each GPU when it fits a model itself (RuntimeSpec.fit_margin_mib)."""
+    return int(runtime.fit_margin_mib * 2**20)
+
+
+def plain_fit(placement: Placement, runtime: RuntimeSpec) -> bool:
+    """It fits and no GPU is left with less free than the runtime's fit margin: what `check` calls "fits", not
+    "fits, tight" (FIT005). `max_context`, `fit` and `plan` offer only this."""
+    return placement.fits and tight_device(placement, fit_margin_bytes(runtime)) is None
+
+
+def tight_device(placement: Placement, margin_bytes: int) -> DeviceUse | None:
+    """The GPU a placement that fits leaves with less than `margin_bytes` free (the one with the least left), or
+    None: it does not fit, it is not tight, or there is no margin (0)."""
+    if not margin_bytes or not placement.fits or not placement.devices:
+        return None
+    least = min(placement.devices, key=lambda d: d.free_bytes)
+    return least if least.free_bytes < margin_bytes else None

@@ -1,0 +1,63 @@
+"""`--runtime-version`: a runtime as one of its older releases started (rules/runtimes.toml [[runtime.releases]],
+advisor/engine/releases.py). vLLM 0.8.0-0.8.3 planned 1,024 requests per step on every GPU and 0.8.0-0.8.1 warmed
+its sampler up with the PyTorch top-k/top-p path's 8 f32 copies of the logits; the public OOM report that ran into
+it (vllm-project/vllm#17238, tests/data/oom_reports.csv) is a plain fit for today's vLLM and does not start at
+0.8.1."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.engine.releases import at_release, parse_version
+from advisor.errors import AdvisorError
+
+QWEN_32B_INT8_2X3090 = ("check", "qwen2.5-32b", "--quant", "int8", "--runtime", "vllm", "--gpu", "2xrtx-3090",
+                        "--ctx", "4096", "--gpu-memory-utilization", "0.9", "--enforce-eager",
+                        "--tensor-parallel-size", "2", "--json")
+
+
+@pytest.mark.parametrize(("text", "parsed"), [("0.8.1", (0, 8, 1)), ("v0.8.5.post1", (0, 8, 5)), ("0.10", (0, 10))])
+def test_release_numbers_are_read_as_printed(text, parsed):
+    assert parse_version(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["banana", "", "latest", ".8"])
+def test_anything_else_is_refused(text):
+    with pytest.raises(AdvisorError):
+        parse_version(text)
+
+
+def test_each_range_applies_only_inside_its_releases(catalog):
+    vllm = catalog.runtimes["vllm"]
+    assert at_release(vllm, None) is vllm and at_release(vllm, "0.7.3") == vllm and at_release(vllm, "0.8.4") == vllm
+    old = at_release(vllm, "0.8.1")
+    assert (old.max_num_seqs, old.sampler_copies) == (1024, 8.0)
+    mid = at_release(vllm, "0.8.3")
+    assert (mid.max_num_seqs, mid.sampler_copies) == (1024, vllm.sampler_copies)
+    assert at_release(catalog.runtimes["llama.cpp"], "0.8.1") == catalog.runtimes["llama.cpp"]
+    assert all(r.basis for r in vllm.releases)
+
+
+def test_the_sampler_copies_are_the_tensors_counted_in_the_toml(catalog):
+    """0.5 (16-bit logits) + 1 (f32) + 1 (sorted) + 2 (int64 indices) + 0.25 (top-k mask) + 1 (softmax) + 1 (cumsum)
+    + 0.25 (top-p mask) + 1 (scatter): the live tensors of apply_top_k_top_p at its peak."""
+    rel = next(r for r in catalog.runtimes["vllm"].releases if r.sampler_copies is not None)
+    assert rel.sampler_copies == 0.5 + 1 + 1 + 2 + 0.25 + 1 + 1 + 0.25 + 1
+
+
+def test_the_0_8_1_report_does_not_start_and_today_s_vllm_would(run_cli):
+    import json
+
+    today = json.loads(run_cli(*QWEN_32B_INT8_2X3090).stdout)
+    then = json.loads(run_cli(*QWEN_32B_INT8_2X3090, "--runtime-version", "0.8.1").stdout)
+    assert today["serving"]["starts"] and today["serving"]["max_num_seqs"] == 256
+    assert not then["serving"]["starts"] and not then["fits"]
+    fewer = [m for m in then["serving"]["remedies"] if m["option"] == "--max-num-seqs 1"]
+    assert len(fewer) == 1 and fewer[0]["starts"]  # the remedy names the sampler's request count
+    fixed = json.loads(run_cli(*QWEN_32B_INT8_2X3090, "--runtime-version", "0.8.1", "--max-num-seqs", "8").stdout)
+    assert fixed["serving"]["starts"]  # the thread's own fix: "max_num_seqs = 4 or 8 ... started normally"
+
+
+def test_a_bad_release_is_one_line_and_exit_2(run_cli):
+    r = run_cli(*QWEN_32B_INT8_2X3090, "--runtime-version", "banana")
+    assert r.returncode == 2 and "is not a release number" in r.stderr and len(r.stderr.strip().splitlines()) == 1
