@@ -270,6 +270,8 @@ class AllreduceRules(Record):
     """What each further ring step costs per link kind beyond a pair's two (NCCL: 2(n-1) steps), microseconds."""
     host_staged_factor: float
     """Share of the PCIe rate an all-reduce staged through host memory reaches (fitted, bench/nvlink_tp.py)."""
+    nccl_families: list[str]
+    """Runtime families (rules/runtimes.toml `family`) whose tensor-parallel all-reduce is NCCL's ring."""
 
 
 @record

@@ -155,6 +155,10 @@ def _verdict_summary(sc: Scenario, placement: Placement, links: tuple, phase_spe
     if now.link.kind == "network":
         return (f"{what}: {share:.1%} of the {phase} time on {now.link.label}; NVLink cannot join machines, "
                 f"so the split between them is what matters (see NVL005).")
+    if sc.rig.nvlink and now.link.kind != "nvlink":  # bridges join pairs: the all-reduce also crosses PCIe
+        return (f"{what}: {share:.1%} of the {phase} time on {now.link.label}, between GPUs this rig's NVLink "
+                f"bridges do not join, so the bridges it has cannot carry it; tensor parallel inside each NVLink "
+                f"pair avoids it (NVL004).")
     if now.link.kind == "nvlink":
         return (f"{what}: {share:.1%} of the {phase} time on {now.link.label}; over PCIe ({pcie.link.label}) "
                 f"{phase} would be {speedup:.2f}x slower"
