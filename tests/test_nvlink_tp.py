@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import nvlink_tp as nvt  # noqa: E402
 
 # Reached (python bench/nvlink_tp.py): the median |error| of arm B's time, per source.
-FITTED_MEDIAN_MAX = 0.01       # club3090_pr702: 0.5% (its prefill rows fitted host_staged_factor)
+FITTED_MEDIAN_MAX = 0.01         # club3090_pr702 prefill rows: 0.15% (host_staged_factor fitted on them)
+PR702_DECODE_MEDIAN_MAX = 0.025  # club3090_pr702 decode rows: 2.4% (out of sample: 0.8%, 4.1%)
 OUT_OF_SAMPLE_MEDIAN_MAX = 0.14  # reddit_moonsilver_4x3090: 13.5% (nothing fitted on it)
 
 
@@ -29,7 +30,8 @@ def scored(catalog):
 
 def test_errors_by_source(scored):
     med = nvt.by_source(scored)
-    assert med[nvt.FIT_SOURCE] <= FITTED_MEDIAN_MAX, med
+    assert med[nvt.FIT_SOURCE + " fitted"] <= FITTED_MEDIAN_MAX, med
+    assert med[nvt.FIT_SOURCE] <= PR702_DECODE_MEDIAN_MAX, med
     assert med["reddit_moonsilver_4x3090"] <= OUT_OF_SAMPLE_MEDIAN_MAX, med
 
 
