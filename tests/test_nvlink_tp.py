@@ -68,3 +68,21 @@ def test_a_bridged_rig_is_not_promised_what_a_bridge_gives(catalog):
     said = " ".join(f.message for f in r.findings if f.code.startswith("NVL"))
     assert "would make" not in said and "bridge would give" not in said and "gives the" not in said
     assert "inside each NVLink pair" in said
+
+
+# The Reddit rig's output throughput, NVLink pair over the PCIe pair (tests/data/nvlink_tp_measurements.csv): the
+# whole requests, prompt and output. Reached: 1.145 vs 1.254 (-8.7%) and 1.331 vs 1.526 (-12.8%); the rows ran MTP
+# speculative decoding, which makes the decode shorter and the prompt's share (where NVLink pays most) larger.
+REQUEST_GAIN_ERROR_MAX = 0.13
+
+
+@pytest.mark.parametrize("concurrency, measured", [(1, 66.0 / 52.6), (4, 181.9 / 119.2)])
+def test_a_stated_workload_is_judged_on_its_whole_requests(catalog, concurrency, measured):
+    """With --output-tokens the verdict is the request's: its prompt and its output's decode steps, which at
+    concurrency carry the replacing requests' prompts and their all-reduces; not the decode step alone (1.10x)."""
+    r = _answer(catalog, ["2xrtx-3090"], False, concurrency)
+    i = r.interconnect
+    assert "each request (1,024 prompt and 256 output tokens" in i.summary
+    assert abs(i.nvlink_speedup / measured - 1) <= REQUEST_GAIN_ERROR_MAX, (i.nvlink_speedup, measured)
+    decode_only = float(dict(i.details)["decode speedup, NVLink over PCIe"].rstrip("x"))
+    assert i.nvlink_speedup > decode_only
