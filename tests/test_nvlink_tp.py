@@ -86,3 +86,11 @@ def test_a_stated_workload_is_judged_on_its_whole_requests(catalog, concurrency,
     assert abs(i.nvlink_speedup / measured - 1) <= REQUEST_GAIN_ERROR_MAX, (i.nvlink_speedup, measured)
     decode_only = float(dict(i.details)["decode speedup, NVLink over PCIe"].rstrip("x"))
     assert i.nvlink_speedup > decode_only
+
+
+def test_the_text_answer_of_a_bridged_pair_reads_what_it_would_lose(catalog):
+    """A rig that has its bridge is not shown a 'speedup with NVLink' row as if it lacked one."""
+    from advisor.report.text import document
+
+    rows = {row[0] for sec in document(_answer(catalog, ["2xrtx-3090"], True, 1)) for row in sec.rows}
+    assert "speedup with NVLink" not in rows and "NVLink over PCIe (bridges in this rig)" in rows
