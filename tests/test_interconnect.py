@@ -173,3 +173,15 @@ def test_cpu_offload_copies_do_not_ride_nvlink(catalog):
     assert off.training.sharding == "offload" and full.training.sharding == "zero3"
     assert 1.0 < off.interconnect.nvlink_speedup < full.interconnect.nvlink_speedup
     assert "copies the shards from system RAM" in off.interconnect.summary
+
+
+def test_cpu_offload_gain_is_bounded_by_the_host_link(catalog):
+    """With CPU offload the step waits for the shards' copies over each GPU's own PCIe link whatever joins the
+    GPUs: the verdict states that bound, and its NVLink speedup stays under it (issue 26)."""
+    import re
+
+    off = verdict(catalog, "llama-3.1-70b", ["2xrtx-3090"], workload="qlora", sharding="fsdp-offload")
+    said = off.interconnect.summary
+    bound = float(re.search(r"more than ([0-9.]+)x as fast", said).group(1))
+    assert "host link bounds the step" in said
+    assert 1.0 < off.interconnect.nvlink_speedup <= bound

@@ -280,7 +280,13 @@ class PcieRules(Record):
 class AllreduceRules(Record):
     __pydantic_config__ = _STRICT
     latency_us: dict[str, float]
-    """Latency of one small all-reduce per link kind, microseconds."""
+    """Latency of one small all-reduce between two GPUs per link kind, microseconds."""
+    ring_step_us: dict[str, float]
+    """What each further ring step costs per link kind beyond a pair's two (NCCL: 2(n-1) steps), microseconds."""
+    host_staged_factor: float
+    """Share of the PCIe rate an all-reduce staged through host memory reaches (fitted, bench/nvlink_tp.py)."""
+    nccl_families: list[str]
+    """Runtime families (rules/runtimes.toml `family`) whose tensor-parallel all-reduce is NCCL's ring."""
 
 
 @record

@@ -6,6 +6,8 @@ advisor.engine.speed (decode and prefill steps) and advisor.engine.interconnect 
 
 from __future__ import annotations
 
+import math
+
 from advisor.engine import memory as mem
 from advisor.engine import speed as spd
 from advisor.engine.family import family_of
@@ -127,6 +129,8 @@ def interconnect_verdict(sc: Scenario, placement: Placement) -> Interconnect:
     phase, speedup, share = "decode", dec_speedup, now.decode_s / dec_now
     if (long_prompt or streams > 1) and pre_speedup > speedup:
         phase, speedup, share = "prefill", pre_speedup, now.prefill_s / pre_now
+    if options.output_tokens:  # a stated workload: its whole requests, prompt and output together
+        phase, speedup, share = "request", *_request_speedup(sc, placement, pre.total_s)
     v = rules.interconnect.verdict
     verdict = "needed" if speedup >= float(v.needed_above) else "helps" if speedup >= float(v.helps_above) \
         else "not_needed"
@@ -137,8 +141,32 @@ def interconnect_verdict(sc: Scenario, placement: Placement) -> Interconnect:
         ("prefill link time", f"{now.prefill_s * 1e3:.1f} ms of {pre_now * 1e3:.1f} ms for {prompt} tokens"),
         ("decode speedup, NVLink over PCIe", f"{dec_speedup:.3f}x"),
         ("prefill speedup, NVLink over PCIe", f"{pre_speedup:.3f}x"),
-    )
+    ) + ((("request speedup, NVLink over PCIe", f"{speedup:.3f}x"),) if phase == "request" else ())
     return Interconnect(verdict, round(share, 4), round(max(speedup, 1.0), 3), summary, details)
+
+
+def _request_speedup(sc: Scenario, placement: Placement, prefill_s: float) -> tuple[float, float]:
+    """(NVLink's speedup, the link's share as the rig is) of whole requests of `--prompt-tokens` and
+    `--output-tokens` at `--concurrency`: the prompt, then the output's decode steps, each of which also carries
+    the prompts of the requests that replace finished ones (advisor.engine.serving, chunked prefill), whose
+    all-reduces carry those tokens too (`vllm bench serve` output throughput: tests/data/nvlink_tp_measurements.md)."""
+    streams, prompt, out = sc.options.concurrency, sc.options.prompt_tokens, max(sc.options.output_tokens or 1, 1)
+    carried = (streams - 1) * prompt / out
+    step_s = spd.decode_step(sc, placement, streams=streams, tokens=streams + carried).total_s
+    seconds = {}
+    for mode in ("as_is", "nvlink", "pcie"):
+        pre = link_times(sc, placement, prompt, 1, mode)
+        dec = link_times(sc, placement, prompt, streams + math.ceil(carried), mode)
+        seconds[mode] = (prefill_s + pre.prefill_s + out * (step_s + dec.decode_s), pre.prefill_s + out * dec.decode_s)
+    return seconds["pcie"][0] / seconds["nvlink"][0], seconds["as_is"][1] / seconds["as_is"][0]
+
+
+def _noun(sc: Scenario, phase: str) -> str:
+    """The phase as the subject of a sentence; a whole request names its prompt and output lengths."""
+    if phase != "request":
+        return phase
+    o = sc.options
+    return f"each request ({o.prompt_tokens:,} prompt and {o.output_tokens:,} output tokens, {o.concurrency} at once)"
 
 
 def _verdict_summary(sc: Scenario, placement: Placement, links: tuple, phase_speedup_share: tuple,
@@ -155,10 +183,14 @@ def _verdict_summary(sc: Scenario, placement: Placement, links: tuple, phase_spe
     if now.link.kind == "network":
         return (f"{what}: {share:.1%} of the {phase} time on {now.link.label}; NVLink cannot join machines, "
                 f"so the split between them is what matters (see NVL005).")
+    if sc.rig.nvlink and now.link.kind != "nvlink":  # bridges join pairs: the all-reduce also crosses PCIe
+        return (f"{what}: {share:.1%} of the {phase} time on {now.link.label}, between GPUs this rig's NVLink "
+                f"bridges do not join, so the bridges it has cannot carry it; tensor parallel inside each NVLink "
+                f"pair avoids it (NVL004).")
     if now.link.kind == "nvlink":
         return (f"{what}: {share:.1%} of the {phase} time on {now.link.label}; over PCIe ({pcie.link.label}) "
-                f"{phase} would be {speedup:.2f}x slower"
+                f"{_noun(sc, phase)} would be {speedup:.2f}x slower"
                 + (", so the bridge pays." if verdict != "not_needed" else ", so the bridge changes little."))
     return (f"{what}: {share:.1%} of the {phase} time on {now.link.label}; "
-            f"NVLink would make {phase} {speedup:.2f}x as fast"
+            f"NVLink would make {_noun(sc, phase)} {speedup:.2f}x as fast"
             + ("." if verdict != "not_needed" else ", so it would change little."))

@@ -69,6 +69,24 @@ def slowest_link(rig: Rig, devices: list[int], rules: Rulebook, mode: str = "as_
     return min(links, key=lambda l: (l.gb_s, -l.latency_us))
 
 
+def allreduce_cost(link: Link, n: int, sc: Scenario) -> tuple[float, float]:
+    """(seconds of latency, GB/s) of one all-reduce over `n` GPUs whose slowest link is `link`. For runtimes whose
+    all-reduce is NCCL's (rules/interconnect.toml [allreduce] nccl_families): a pair's latency plus one hop per
+    further ring step (ring_step_us), and, staged through host memory, the all-reduce's own share of the PCIe rate
+    (host_staged_factor) instead of a plain copy's; others (llama.cpp's meta device, held to its own tables by
+    bench/sm_tensor.py) at the pair's latency and the link's copy rate."""
+    rules = sc.rules
+    ar = rules.interconnect.allreduce
+    if sc.runtime.family not in ar.nccl_families:
+        return link.latency_us * 1e-6, link.gb_s
+    steps = max(2 * (n - 1) - 2, 0)
+    latency_s = (link.latency_us + steps * float(ar.ring_step_us.get(link.kind, 0.0))) * 1e-6
+    gb_s = link.gb_s
+    if link.kind == "pcie_host":
+        gb_s = link.gb_s / float(rules.interconnect.pcie.host_staged_factor) * float(ar.host_staged_factor)
+    return latency_s, gb_s
+
+
 @record
 class LinkTimes(Record):
     decode_s: float
@@ -94,11 +112,11 @@ def link_times(sc: Scenario, placement: Placement, prompt_tokens: int, streams: 
     if placement.strategy == "tensor_parallel":
         n = len(used)
         ring = 2 * (n - 1) / n
-        per_ar = link.latency_us * 1e-6
+        per_ar, gb_s = allreduce_cost(link, n, sc)
         count = 2 * model.layers
         act = runtime.tp_activation_bytes  # fp16/bf16 activations, or ggml's f32 (llama.cpp -sm tensor)
-        decode = count * (per_ar + ring * h * act * streams / (link.gb_s * 1e9))
-        prefill = count * (per_ar + ring * h * act * prompt_tokens / (link.gb_s * 1e9))
+        decode = count * (per_ar + ring * h * act * streams / (gb_s * 1e9))
+        prefill = count * (per_ar + ring * h * act * prompt_tokens / (gb_s * 1e9))
     else:
         boundaries = len(used) - 1
         copy = link.latency_us if link.kind == "network" else \
@@ -140,8 +158,9 @@ def _across_machines(sc: Scenario, placement: Placement, prompt_tokens: int, str
             continue
         local = slowest_link(rig, group, rules, mode)
         ring = 2 * (len(group) - 1) / len(group)
-        decode += count * (local.latency_us * 1e-6 + ring * h * act * streams / (local.gb_s * 1e9))
-        prefill += count * (local.latency_us * 1e-6 + ring * h * act * prompt_tokens / (local.gb_s * 1e9))
+        per_ar, gb_s = allreduce_cost(local, len(group), sc)
+        decode += count * (per_ar + ring * h * act * streams / (gb_s * 1e9))
+        prefill += count * (per_ar + ring * h * act * prompt_tokens / (gb_s * 1e9))
     copy_us = float(rules.interconnect.pcie.copy_latency_us["p2p"])
     for a, b in zip(groups, groups[1:]):
         if rig.gpus[a[-1]].node != rig.gpus[b[0]].node:

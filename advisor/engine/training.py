@@ -265,8 +265,10 @@ def training_verdict(catalog: Catalog, rig: Rig, model: ModelSpec, options: Opti
                f"over PCIe; with NVLink{have} a step takes {with_nv:.2f} s ({speedup:.2f}x).")
     if tr.sharding == "offload":
         host = offload_seconds(rig, model, tr.weights_bytes, rules)
+        bound = without / (tr.step_compute_s + host)  # a GPU link infinitely fast still waits for the host copies
         summary += (f" Of that, {host:.2f} s copies the shards from system RAM over each GPU's own PCIe link, which "
-                    f"NVLink does not carry.")
+                    f"NVLink does not carry: the host link bounds the step, so no GPU link can make it more than "
+                    f"{bound:.2f}x as fast.")
     details = (("strategy", tr.strategy), ("step compute", f"{tr.step_compute_s:.3f} s"),
                ("step communication over PCIe", f"{pcie:.3f} s"), ("with NVLink", f"{nv:.3f} s"))
     return Interconnect(verdict, round(share, 4), round(max(speedup, 1.0), 3), summary, details)

@@ -82,10 +82,16 @@ def training_document(r: Report) -> list[Section]:
     i = r.interconnect
     secs.append(Section("Interconnect", (("NVLink", i.nvlink.replace("_", " ")),
                                          ("link time share", f"{i.link_time_share:.1%}"),
-                                         ("speedup with NVLink", f"{i.nvlink_speedup:.2f}×"),
+                                         speedup_row(r),
                                          *i.details), lines=(i.summary,)))
     secs.append(Section("Findings", tuple((f.code, f.severity, f.message) for f in r.findings)))
     return secs
+
+
+def speedup_row(r: Report) -> tuple[str, str]:
+    """NVLink against PCIe, said of the rig as it is: a rig with bridges keeps what it would lose without them."""
+    label = "NVLink over PCIe (bridges in this rig)" if r.rig.nvlink else "speedup with NVLink"
+    return (label, f"{r.interconnect.nvlink_speedup:.2f}×")
 
 
 def tight_words(r: Report) -> str:
@@ -157,7 +163,7 @@ def document(r: Report) -> list[Section]:
     i = r.interconnect
     secs.append(Section("Interconnect", (("NVLink", i.nvlink.replace("_", " ")),
                                          ("link time share", f"{i.link_time_share:.1%}"),
-                                         ("speedup with NVLink", f"{i.nvlink_speedup:.2f}×"),
+                                         speedup_row(r),
                                          *i.details), lines=(i.summary,)))
     if r.choices and r.training is None:
         secs.append(choices_section(r))
