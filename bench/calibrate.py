@@ -108,9 +108,9 @@ class _LinkTimes:
             self.memo.clear()
             self.keep.clear()
 
-    def __call__(self, sc, placement, prompt_tokens, streams, **kw):
-        if not self.active or kw:
-            return self.inner(sc, placement, prompt_tokens, streams, **kw)
+    def __call__(self, sc, placement, prompt_tokens, streams, *more, **kw):
+        if not self.active or more or kw:
+            return self.inner(sc, placement, prompt_tokens, streams, *more, **kw)
         key = (id(placement), id(sc.rig), sc.runtime.id, prompt_tokens, streams)
         if key not in self.memo:
             self.keep.append((placement, sc.rig))  # their ids stay theirs while the memo lives

@@ -12,6 +12,7 @@ from advisor.engine import memory as mem
 from advisor.engine.check import evaluate, resolve_quant
 from advisor.engine.options import Options
 from advisor.engine.placement import Placer, llama_cpp_layer_devices
+from advisor.engine.placement.records import plain_fit
 from advisor.engine.scenario import Scenario
 from advisor.probe.flags import rig_from_flags
 
@@ -226,10 +227,11 @@ def test_tensor_parallel_divisibility(catalog):
 
 
 def test_max_context_is_largest_that_fits(catalog):
+    """The largest context that fits and keeps the runtime's fit margin ("fits", not "fits, tight")."""
     pl = placer(catalog, "llama-3.1-8b", ["rtx-3090"], quant="Q8_0", ctx=8192)
     best = pl.max_context()
-    assert pl.at(best).fits
-    assert best == catalog.models["llama-3.1-8b"].max_context or not pl.at(best + 256).fits
+    assert plain_fit(pl.at(best), pl.runtime)
+    assert best == catalog.models["llama-3.1-8b"].max_context or not plain_fit(pl.at(best + 256), pl.runtime)
 
 
 def test_best_quant_is_chosen_and_said(catalog):
