@@ -63,6 +63,18 @@ def test_a_running_request_holds_its_classes_tokens_by_how_long_each_runs(catalo
     assert flat.running < s.running
 
 
+def test_decode_reads_the_kv_cache_the_classes_hold(catalog, mixes):
+    """A decode step reads each running request's KV cache: under a mix the classes' tokens by how long each runs
+    (1,212 on azure-conv), less than one request of the mean lengths holds (1,260), so the same running requests
+    decode faster than those of the mean lengths."""
+    mix = mixes["azure-conv"]
+    s = _serving(catalog, "h100-sxm", concurrency=8, request_mix="azure-conv")
+    flat = _serving(catalog, "h100-sxm", concurrency=8, prompt_tokens=round(mix.mean_prompt_tokens),
+                    output_tokens=round(mix.mean_output_tokens))
+    assert s.running == flat.running == 8  # a memory-bound step (90.3 against 90.1 tok/s a stream)
+    assert s.per_stream_decode_tokens_per_s > flat.per_stream_decode_tokens_per_s
+
+
 def test_time_to_first_token_is_the_median_over_the_classes(catalog, mixes):
     """With room for every client (no queue), each class's first token comes after its own prompt's prefill: the
     median lies between the 5th and 6th classes' (right-skewed prompts: below the mean prompt's)."""

@@ -188,8 +188,9 @@ def _with_speeds(sc: Scenario, placement: Placement, s: Serving, running: int) -
     pre = spd.prefill_time(sc, placement, prompt)
     lt = link_times(sc, placement, prompt, 1)
     ttft = pre.total_s + (lt.prefill_s if lt else 0.0)
-    # each running request reads its own KV cache: its prompt and, on average, half of its output
-    depth = (prompt + output / 2) / max(sc.ctx, 1)
+    # each running request reads its own KV cache: its prompt and, on average, half of its output (a mix: its
+    # classes', each counted for as long as it runs, `_held`)
+    depth = (_held(sc, length) if sc.options.request_mix else prompt + output / 2) / max(sc.ctx, 1)
     kv = [int(d.kv_cache_bytes * running * depth) for d in placement.devices]
     # under sustained load each finished request is replaced by a new one, whose prompt is computed
     # (chunked prefill) in the steps the other streams decode: (running - 1) x prompt / output tokens
