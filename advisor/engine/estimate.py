@@ -69,8 +69,11 @@ def _speed_basis(sc: Scenario, placement: Placement) -> str:
     basis = (f"decode: bytes read per token over the memory bandwidth of {where} at the achievable fraction "
              f"fitted to public llama-bench results; prefill: 2 x active parameters FLOPs per token over dense "
              f"FP16 tensor throughput at the fitted fraction")
+    own = sc.rules.speed.prefill.family_efficiency.get(sc.runtime.family)
     if not sc.runtime.speed_fitted:
-        basis += f" (fitted on llama.cpp; {sc.runtime.name} is assumed to reach the same fractions)"
+        basis += (f" (fitted on llama.cpp; {sc.runtime.name} is assumed to reach the same fractions"
+                  + (f", its matrix products {own:g} of them, fitted on cited vllm bench serve sweeps"
+                     f" (bench/paged_fit.py))" if own else ")"))
     if placement.host.weights_bytes and placement.strategy not in ("layer_split", "tensor_parallel"):
         basis += (f"; the part in system RAM is read at {sc.rig.ram_bandwidth_gb_s:g} GB/s "
                   f"({sc.rig.ram_bandwidth_basis or 'given'}) at the rulebook's CPU fraction") + _cpu_basis(sc)

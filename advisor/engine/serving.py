@@ -182,7 +182,8 @@ def _held(sc: Scenario, length: int) -> float:
 
 def _with_speeds(sc: Scenario, placement: Placement, s: Serving, running: int) -> Serving:
     """Time to first token and decode speeds of `running` requests served at once, each of its real length."""
-    options, length = traffic.mean_scenario(sc).options, s.request_length_tokens  # a mix: its mean request
+    mean = traffic.mean_scenario(sc)  # a mix: its mean request
+    options, length = mean.options, s.request_length_tokens
     prompt = min(options.prompt_tokens, length)
     output = max(length - prompt, 1)
     pre = spd.prefill_time(sc, placement, prompt)
@@ -199,7 +200,7 @@ def _with_speeds(sc: Scenario, placement: Placement, s: Serving, running: int) -
     step = spd.decode_step(sc, placement, kv_depth_bytes=kv, streams=running, tokens=running + prefill)
     lt_dec = link_times(sc, placement, prompt, running)
     step_s = step.total_s + (lt_dec.decode_s if lt_dec else 0.0)
-    first, _ = _ttft_p50(traffic.mean_scenario(sc), placement, (ttft, step_s), kv, running, output)
+    first, _ = _ttft_p50(mean, placement, (ttft, step_s), kv, running, output)
     p50 = _ttft_median(sc, placement, step_s, kv, running)
     done = min(options.concurrency, running) * output / (first + output * step_s)  # a slot: first token, output
     return replace(s, ttft_s=round(ttft, 3), ttft_all_s=round(ttft * running, 3), ttft_p50_s=round(p50, 3),
@@ -273,11 +274,16 @@ def _fewer_seqs(sc: Scenario) -> list[Remedy]:
         return []
     if options.concurrency >= Placer(sc).batch_defaults()[1]:
         return []
-    opts = replace(options, max_num_seqs=options.concurrency)
-    p = Placer(replace(sc, options=opts))
+    r = _remedy(sc, f"{name} {options.concurrency}", replace(options, max_num_seqs=options.concurrency))
+    return [r] if r.starts else []
+
+
+def _remedy(sc: Scenario, text: str, opts: Options) -> Remedy:
+    """The answer with the options `text` names: the longest context that starts, and the pool at the asked one."""
+    alt = replace(sc, options=opts)
+    p = Placer(alt)
     at = p.at(sc.ctx)
-    tokens = pool(at, runtime, sc.ctx, replace(sc, options=opts))[0] if at.runs else 0
-    return [Remedy(f"{name} {options.concurrency}", p.max_context(), tokens, at.runs)] if at.runs else []
+    return Remedy(text, p.max_context(), pool(at, sc.runtime, sc.ctx, alt)[0] if at.runs else 0, at.runs)
 
 
 def remedies(sc: Scenario, placement: Placement) -> tuple[Remedy, ...]:
@@ -301,13 +307,7 @@ def remedies(sc: Scenario, placement: Placement) -> tuple[Remedy, ...]:
                            memory_fraction=o.memory_fraction or both.memory_fraction,
                            enforce_eager=o.enforce_eager or both.enforce_eager)
         tries.append((" ".join(t for t, _ in tries), both))
-    out = []
-    for text, opts in tries:
-        p = Placer(replace(sc, options=opts))
-        at = p.at(ctx)
-        tokens = pool(at, runtime, ctx, replace(sc, options=opts))[0] if at.runs else 0
-        out.append(Remedy(text, p.max_context(), tokens, at.runs))
-    out += _fewer_seqs(sc)
+    out = [_remedy(sc, text, opts) for text, opts in tries] + _fewer_seqs(sc)
     here = Placer(sc)
     base = here.max_context()
     if base and base < ctx and "max_model_len" in names:
