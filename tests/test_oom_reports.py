@@ -40,8 +40,11 @@ KNOWN_MISSES = {
                   "captures CUDA graphs outside the budget; with those and the ~0.7B tower split four ways (+0.33 GiB: "
                   "the logged 34.43 GiB of weights per GPU is the split tower, not one on every rank, +1.31) the pool "
                   "would still hold the request; the missing ~0.8 GiB of activations is not explained by a source",
-    "ollama-10873": "no GPU-memory cause found: the model fits with 6 GiB to spare; the log's next line, "
-                    "GGML_ASSERT(ctx->mem_buffer != NULL), is a host allocation failing (RAM not stated)",
+    "ollama-10873": "no GPU-memory cause found: at Ollama 0.7.1's own 2 slots (OLLAMA_NUM_PARALLEL unset, 8,192 cells) "
+                    "the model takes 10.0 of the 16 GB card's 15.6 GiB (5.6 GiB free); the next run's "
+                    "GGML_ASSERT(ctx->mem_buffer != NULL) is a host allocation failing; the thread's text names an "
+                    "'RTX 5060 16GB' and states neither the RAM nor the card's reported total (those are in screenshots "
+                    "and log lines not read here), so the row cannot be asked at another card or RAM without inventing it",
 }
 
 
