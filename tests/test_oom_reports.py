@@ -34,12 +34,16 @@ FLAGS = (("kv_type", "--kv-cache"), ("flash_attn", "--flash-attn"), ("ubatch", "
 # OOM rows the engine still calls a plain fit, and what it does not model (issue 26, what is left). Strict: a
 # change that fixes one must move it out of here.
 KNOWN_MISSES = {
-    "vllm-16570": "vLLM 0.8.3/0.8.4 (V0 worker) logged 2.51 GiB of activations for Qwen2.5-VL-72B: V0 profiles one "
-                  "sequence of max(seq_len, the largest image's 16,384 tokens) (vllm/multimodal/profiling.py "
-                  "get_decoder_dummy_data), for which the advisor's activation formula gives 1.68 GiB at TP4, and V0 "
-                  "captures CUDA graphs outside the budget; with those and the ~0.7B tower split four ways (+0.33 GiB: "
-                  "the logged 34.43 GiB of weights per GPU is the split tower, not one on every rank, +1.31) the pool "
-                  "would still hold the request; the missing ~0.8 GiB of activations is not explained by a source",
+    "vllm-16570": "the 2.51 GiB of activations and 0.04 GiB of KV cache were logged by vLLM's V0 engine (0.8.3, "
+                  "VLLM_USE_V1=0), which the advisor does not model: it answers V1, whose pool keeps 2.47 GiB a GPU "
+                  "(32,320 tokens; 1.89 GiB with the tower read from the checkpoint's config, weights split four ways and "
+                  "the profile of one 16,384-token image). V0 profiles one sequence of 16,386 tokens (its multimodal 5,120 "
+                  "batched tokens, logged as such in vllm-project/vllm #20123, // 16,384 image tokens gives max_num_seqs 1 "
+                  "in vllm/worker/model_runner.py profile_run; profiling.py get_decoder_dummy_data keeps the image, as a "
+                  "peak far above a 5,120-token text pass shows): the advisor's activation formula gives 1.68 GiB for it, the profile image's f32 pixel_values "
+                  "(65,536 patches x 1,176 values x 4 B) 0.29 GiB more, 1.97 of the 2.51 GiB logged; the other 0.54 GiB "
+                  "is not explained by a source read. The 0.8.4 V1 runs of the thread set --mm_processor_kwargs max_pixels, "
+                  "which the advisor cannot express",
     "ollama-10873": "no GPU-memory cause found: at Ollama 0.7.1's own 2 slots (OLLAMA_NUM_PARALLEL unset, 8,192 cells) "
                     "the model takes 10.0 of the 16 GB card's 15.6 GiB (5.6 GiB free); the next run's "
                     "GGML_ASSERT(ctx->mem_buffer != NULL) is a host allocation failing; the thread's text names an "
