@@ -40,10 +40,14 @@ KNOWN_MISSES = {
                   "the profile of one 16,384-token image). V0 profiles one sequence of 16,386 tokens (its multimodal 5,120 "
                   "batched tokens, logged as such in vllm-project/vllm #20123, // 16,384 image tokens gives max_num_seqs 1 "
                   "in vllm/worker/model_runner.py profile_run; profiling.py get_decoder_dummy_data keeps the image, as a "
-                  "peak far above a 5,120-token text pass shows): the advisor's activation formula gives 1.68 GiB for it, the profile image's f32 pixel_values "
-                  "(65,536 patches x 1,176 values x 4 B) 0.29 GiB more, 1.97 of the 2.51 GiB logged; the other 0.54 GiB "
-                  "is not explained by a source read. The 0.8.4 V1 runs of the thread set --mm_processor_kwargs max_pixels, "
-                  "which the advisor cannot express",
+                  "peak far above a 5,120-token text pass shows): the advisor's activation formula gives 1.68 GiB for it, "
+                  "and two f32 copies of the image's pixel_values (65,536 patches x 1,176 values x 4 B = 0.29 GiB each: "
+                  "the runner's batched [1, N, 1176] tensor stays in forward's kwargs while qwen2_5_vl.py "
+                  "_validate_and_reshape_mm_tensor keeps its torch.concat copy) live through the language model's pass, "
+                  "2.25 of the 2.51 GiB logged; the other 0.26 GiB is not explained by a source read, and with 2.25 the "
+                  "advisor's own budget (39.61 GiB a card against the 39.38 logged, 34.30 GiB of weights against 34.43) "
+                  "would still leave ~0.8 GiB a GPU (~10,000 tokens). The 0.8.4 V1 runs of the thread set "
+                  "--mm_processor_kwargs max_pixels, which the advisor cannot express",
     "ollama-10873": "no GPU-memory cause found: at Ollama 0.7.1's own 2 slots (OLLAMA_NUM_PARALLEL unset, 8,192 cells) "
                     "the model takes 10.0 of the 16 GB card's 15.6 GiB (5.6 GiB free); the next run's "
                     "GGML_ASSERT(ctx->mem_buffer != NULL) is a host allocation failing; the thread's text names an "
