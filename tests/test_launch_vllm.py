@@ -40,8 +40,8 @@ ROUND_TRIPS = [
      "--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"),
     # unquantized, one GPU, the model's whole context (no --max-model-len written)
     ("llama-3.1-8b", "--quant", "BF16", "--gpu", "h100-sxm", "--runtime", "vllm", "--ctx", "131072"),
-    # a listed W4A16 checkpoint (compressed-tensors: no --quantization), a batched-token budget
-    ("llama-3.1-8b", "--quant", "W4A16", "--gpu", "rtx-4090", "--runtime", "vllm", "--max-num-batched-tokens", "4096"),
+    # a listed GPTQ checkpoint (its config names gptq: no --quantization), a batched-token budget
+    ("llama-3.1-8b", "--quant", "gptq", "--gpu", "rtx-4090", "--runtime", "vllm", "--max-num-batched-tokens", "4096"),
     # FP8 made at load from the 16-bit checkpoint (no FP8 repo listed for Qwen3 4B)
     ("qwen3-4b", "--quant", "fp8", "--gpu", "rtx-4090", "--runtime", "vllm", "--ctx", "16384"),
 ]

@@ -87,25 +87,40 @@ def test_compressed_tensors_must_name_the_quantizations_bits(quant, group, ok):
     assert _scheme_matches(quant, {"quant_method": "compressed-tensors", "config_groups": {"group_0": group}}) is ok
 
 
-# listed checkpoints whose config.json no recorded copy gives yet (issue 27: each printed line's repo is to be read
-# from a recorded config); a checkpoint added to rules/checkpoints.toml must bring its config
-# (the stored copies have their repo pages and tags, not their config.json; RedHatAI's w4a16 repo is tagged "gptq"
-# there, with an AutoGPTQ quantize_config.json, so its W4A16 label is to be checked against its config when one is
-# recorded)
-UNRECORDED = {
-    "Qwen/QwQ-32B-AWQ", "Qwen/Qwen2.5-32B-Instruct-AWQ", "Qwen/Qwen2.5-72B-Instruct-AWQ",
-    "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16",
-    "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4", "neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8",
-    "nvidia/Llama-3.3-70B-Instruct-FP4",
-}
+# what a record may rest on (tests/data/checkpoint_configs.json `_about`): a copy of the repo's config file, the tags
+# the Hub derives from its quantization_config, vLLM's own log, error or test naming the method it read, the bits the
+# model card states
+EVIDENCE = {"config.json", "hub-tags", "vllm-log", "vllm-test", "model-card"}
+
+
+@pytest.mark.parametrize("repo", sorted(CONFIGS))
+def test_each_record_says_what_it_rests_on(repo):
+    """A record not copied from config.json holds no scheme its evidence does not show: config_groups only where a
+    config.json copy or the model card states the bits and type, a group size only from a config.json copy."""
+    entry = CONFIGS[repo]
+    kinds = set(entry["evidence"])
+    assert kinds and kinds <= EVIDENCE, repo
+    if "config.json" not in kinds:
+        qc = entry["quantization_config"]
+        assert "config_groups" not in qc or "model-card" in kinds, repo
+        assert "group_size" not in qc, repo
 
 
 def test_listed_checkpoints_have_a_recorded_config(catalog):
-    """19 of the 27 listed checkpoints are read from a recorded config; no new one comes without its config."""
+    """Every listed checkpoint (26) is read from a recorded config; no new one comes without its config (issue 27)."""
     listed = set(catalog.rules.checkpoints.repo)
-    assert listed - set(CONFIGS) <= UNRECORDED
-    assert UNRECORDED <= listed  # a repo taken out of the list leaves this one too
-    assert len(listed & set(CONFIGS)) >= 19
+    assert listed <= set(CONFIGS), sorted(listed - set(CONFIGS))
+    assert len(listed & set(CONFIGS)) >= 26
+
+
+def test_no_checkpoint_is_listed_in_a_format_its_config_does_not_have(catalog):
+    """RedHatAI's Llama 3.1 8B "w4a16" repo was listed as W4A16 (compressed-tensors) but is a GPTQ checkpoint
+    (Hub tags gptq, an AutoGPTQ quantize_config.json: rules/checkpoints.toml); with no compressed-tensors W4A16
+    checkpoint of the model recorded, a W4A16 answer names none, and the gptq answer names the hugging-quants repo."""
+    assert "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16" not in catalog.rules.checkpoints.repo
+    gptq = shlex.split(_line(catalog, "llama-3.1-8b", ["rtx-4090"], "vllm", "gptq").command)
+    assert gptq[2] == "hugging-quants/Meta-Llama-3.1-8B-Instruct-GPTQ-INT4" and "--quantization" not in gptq
+    assert _method(gptq[2]) == "gptq"
 
 
 @pytest.mark.parametrize("runtime", ["vllm", "sglang"])
@@ -161,6 +176,7 @@ def test_printed_lines_name_a_repo_in_the_format_of_their_flags(catalog, model, 
     ("qwen3-30b-a3b", ["rtx-4090"], "sglang", "awq"),
     ("qwen3-32b", ["2xrtx-3090"], "sglang", "gptq"),
     ("deepseek-v3", ["16xh200-sxm"], "vllm", "BF16"),  # its repo is FP8: no 16-bit files to name
+    ("llama-3.1-8b", ["rtx-4090"], "vllm", "W4A16"),  # the repo once listed as W4A16 is GPTQ
 ])
 def test_no_line_when_no_checkpoint_loads(catalog, model, gpus, runtime, quant):
     launch = _line(catalog, model, gpus, runtime, quant)
