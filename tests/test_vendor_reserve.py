@@ -17,9 +17,9 @@ def _capacity_mib(run_cli, *args) -> float:
 
 def test_each_vendor_keeps_its_own_reserve(catalog):
     gpu = catalog.rules.memory.discrete_gpu
-    assert gpu.reserved_mib("nvidia") == gpu.nvidia_reserved_mib == 400
-    assert gpu.reserved_mib("amd") == 16 == 24576 - 25_753_026_560 // MIB
-    assert gpu.reserved_mib("intel") == 0
+    assert gpu.reserved_mib("rtx-5090", "nvidia") == gpu.nvidia_reserved_mib == 400
+    assert gpu.reserved_mib("rx-7900-xtx", "amd") == 16 == 24576 - 25_753_026_560 // MIB
+    assert gpu.reserved_mib("arc-a770", "intel") == 0
 
 
 def test_an_amd_card_plans_with_what_rocm_reports(run_cli):

@@ -38,9 +38,15 @@ class DiscreteGpuRules(Record):
     vendor_reserved_mib: dict[str, float] = field(default_factory=dict)
     """The same for other vendors' discrete cards, by `GpuSpec.vendor` (AMD: what amdgpu keeps back from the
     card's nominal memory), MiB; a vendor not listed: 0."""
+    gpu_reserved_mib: dict[str, float] = field(default_factory=dict)
+    """What the driver was captured reserving on a catalog card, by GPU id (nvidia-smi -q "Reserved"), MiB: it
+    replaces the vendor's figure for that card."""
 
-    def reserved_mib(self, vendor: str) -> float:
-        """What the driver keeps from a discrete card of this vendor before any process runs, MiB."""
+    def reserved_mib(self, gpu_id: str, vendor: str) -> float:
+        """What the driver keeps from a discrete card before any process runs, MiB: the card's own captured
+        figure, else its vendor's."""
+        if gpu_id in self.gpu_reserved_mib:
+            return float(self.gpu_reserved_mib[gpu_id])
         return float(self.vendor_reserved_mib.get(vendor, self.nvidia_reserved_mib if vendor == "nvidia" else 0.0))
 
 
