@@ -23,7 +23,7 @@ def test_runs_mlx_weights_on_one_nvidia_gpu_within_95_percent(catalog):
     r = _check(catalog, "llama-3.1-8b", ["rtx-3090"], quant="mlx-4bit")
     assert r.runs and not r.refusal and r.quant.id == "mlx-4bit"
     d = r.placement.devices[0]
-    card = catalog.gpus["rtx-3090"].vram_bytes - 400 * 1024**2  # less the driver's reserve (rules/memory.toml)
+    card = catalog.gpus["rtx-3090"].vram_bytes - 422 * 1024**2  # less the 3090's captured driver reserve (rules/memory.toml)
     assert d.capacity_bytes == int(card * 0.95)
     assert d.overhead_bytes >= 300 * 1024**2  # a discrete GPU's CUDA context, unlike unified memory
     assert "fitted on llama.cpp" in r.speed.basis

@@ -162,8 +162,11 @@ def test_the_hip_pool_copy_of_the_scores(catalog):
 
 # XiongjieDai's llama-bench tables (bench/measurements.py): 1,108 full-offload runs labelled ran / out of memory.
 # Reached with the 1 GiB margin: no OOM run is a plain fit (2 were before the margin, both now tight), and 22 of
-# the 972 runs that ran are called tight (the cost of the margin on runs that fit with less than 1 GiB free).
-XIONGJIEDAI_TIGHT_RAN_MAX = 22
+# the 972 runs that ran are called tight (the cost of the margin on runs that fit with less than 1 GiB free). 23
+# since each card's driver reserve comes from its nvidia-smi captures (rules/memory.toml gpu_reserved_mib): 70B
+# Q4_K_M on one A40 (665 MiB reserved, not 400) and one L40S (the data-centre median, 536) now leave under 1 GiB
+# (4 runs), while three 4090 runs (346 MiB) leave more.
+XIONGJIEDAI_TIGHT_RAN_MAX = 23
 
 
 def test_llama_bench_oom_runs_are_never_a_plain_fit(catalog):

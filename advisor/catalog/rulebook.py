@@ -41,13 +41,18 @@ class DiscreteGpuRules(Record):
     gpu_reserved_mib: dict[str, float] = field(default_factory=dict)
     """What the driver was captured reserving on a catalog card, by GPU id (nvidia-smi -q "Reserved"), MiB: it
     replaces the vendor's figure for that card."""
+    category_reserved_mib: dict[str, float] = field(default_factory=dict)
+    """NVIDIA's reserve on a card without a capture, by `GpuSpec.category` (the median of the captured cards of
+    that category), MiB; a category not listed: `nvidia_reserved_mib`."""
 
-    def reserved_mib(self, gpu_id: str, vendor: str) -> float:
+    def reserved_mib(self, gpu_id: str, vendor: str, category: str = "") -> float:
         """What the driver keeps from a discrete card before any process runs, MiB: the card's own captured
-        figure, else its vendor's."""
+        figure, else its category's (NVIDIA), else its vendor's."""
         if gpu_id in self.gpu_reserved_mib:
             return float(self.gpu_reserved_mib[gpu_id])
-        return float(self.vendor_reserved_mib.get(vendor, self.nvidia_reserved_mib if vendor == "nvidia" else 0.0))
+        if vendor == "nvidia":
+            return float(self.category_reserved_mib.get(category, self.nvidia_reserved_mib))
+        return float(self.vendor_reserved_mib.get(vendor, 0.0))
 
 
 @record

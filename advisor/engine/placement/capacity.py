@@ -22,7 +22,7 @@ def usable_capacity(rig: Rig, runtime: RuntimeSpec, rules: Rulebook, fraction: f
     for g in rig.gpus:
         cap = g.capacity_bytes
         if not g.spec.unified_memory and g.capacity_basis == "total":
-            cap -= int(rules.memory.discrete_gpu.reserved_mib(g.spec.id, g.spec.vendor) * mem.MIB)
+            cap -= int(rules.memory.discrete_gpu.reserved_mib(g.spec.id, g.spec.vendor, g.spec.category) * mem.MIB)
         if g.spec.unified_memory:
             if g.spec.vendor == "apple":
                 cap = mem.apple_working_set(cap, rules)
