@@ -40,7 +40,7 @@ def test_choices_columns_drop_whole_never_cut(report_70b):
     header, rows, left = fitted(sec, 46)  # the answer column of an 80-column terminal
     assert left == ["prefill", "where"] and "max ctx" in header and "KLD" in header
     assert all(len(r) == len(header) for r in rows)
-    assert any(r[header.index("max ctx")] == "13,312" for r in rows)  # whole numbers, not `13,3…`
+    assert any(r[header.index("max ctx")] == "13,056" for r in rows)  # whole numbers, not `13,0…`
     header, rows, _ = fitted(sec, 30)
     assert "quant KV" in header and any(r[1] == "Q4_K_M f16" for r in rows)
 
@@ -65,7 +65,7 @@ async def test_choices_read_whole_at_80x24(catalog):
         text = screen_text(app)
         view = app.screen.query_one("#sec-choices")
         left = fitted(view.section, view.content_size.width)[2]
-    assert "quant" in text and "max ctx" in text and "13,312" in text and "25,088" in text
+    assert "quant" in text and "max ctx" in text and "13,056" in text and "24,832" in text
     assert "…" not in text[text.index("Choices"):]  # no cell cut to a stub
     assert left == ["prefill", "where"]  # and the note under the table says so
 
@@ -119,7 +119,7 @@ async def test_the_app_draws_the_curve_and_exports_it(catalog, tmp_path, monkeyp
         await pilot.press("e")
         await pilot.pause()
     md = (tmp_path / "advisor-llama-3.1-70b.md").read_text()
-    assert "### Speed against context" in md and md.count("```mermaid") == 2 and "| 13,312 | yes |" in md
+    assert "### Speed against context" in md and md.count("```mermaid") == 2 and "| 13,056 | yes |" in md
 
 
 # -- snapshots at 80x24 ----------------------------------------------------------------------------------
