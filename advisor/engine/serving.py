@@ -107,17 +107,6 @@ def _kind_pools(sc: Scenario, shares: tuple[PoolDevice, ...]) -> kv_kinds.KindPo
     return kv_kinds.pools(sc, tensor_parallel(sc), min(s.pool_bytes for s in shares))
 
 
-def _state_cap(sc: Scenario, shares: tuple[PoolDevice, ...]) -> int:
-    """Requests its recurrent-state slots let run at once (0: no such cap)."""
-    p = _kind_pools(sc, shares)
-    return kv_kinds.requests_cap(sc, p) if p is not None else 0
-
-
-def _kinds_basis(sc: Scenario, shares: tuple[PoolDevice, ...]) -> str:
-    p = _kind_pools(sc, shares)
-    return kv_kinds.basis(sc, p) if p is not None else ""
-
-
 def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
     """The paged KV pool of this placement: how many requests of the context run at once, how many queue, and
     their time to first token and decode speeds."""
@@ -129,7 +118,9 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
     spare = min((d.free_bytes for d in used), default=0)
     if runtime.requests_rule and not options.max_num_seqs and placement.runs:
         max_num_seqs = fraction.default_max_requests(runtime, tokens, ctx)  # its own cap, from the pool
-    if placement.runs and (state := _state_cap(sc, shares)):  # and its recurrent-state slots' (resolve_max_num_reqs)
+    kinds = _kind_pools(sc, shares)
+    state = kv_kinds.requests_cap(sc, kinds) if kinds is not None else 0
+    if placement.runs and state:  # and its recurrent-state slots' (resolve_max_num_reqs)
         max_num_seqs = min(max_num_seqs or state, state)
     cap = max_num_seqs or options.concurrency
     # a request holds pages only for the tokens it has (vllm/v1/core/sched/scheduler.py schedule(): each step
@@ -146,7 +137,8 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
                 memory_fraction=memory_fraction(runtime, options, rig), devices=shares, spare_bytes=spare,
                 basis=_basis(runtime, memory_fraction(runtime, options, rig), ctx,
                              _held(sc, length) if options.output_tokens is not None or options.request_mix else None)
-                + _groups_basis(grouped(sc)) + _kinds_basis(sc, shares) + traffic.basis(sc))
+                + _groups_basis(grouped(sc)) + (kv_kinds.basis(sc, kinds) if kinds is not None else "")
+                + traffic.basis(sc))
     if running and rig.speed_known:
         s = _with_speeds(sc, placement, s, running)
     if not s.starts or s.marginal(int(runtime.pool_spread_mib * 1024**2)):
@@ -200,8 +192,9 @@ def _with_speeds(sc: Scenario, placement: Placement, s: Serving, running: int) -
     step = spd.decode_step(sc, placement, kv_depth_bytes=kv, streams=running, tokens=running + prefill)
     lt_dec = link_times(sc, placement, prompt, running)
     step_s = step.total_s + (lt_dec.decode_s if lt_dec else 0.0)
-    first, _ = _ttft_p50(mean, placement, (ttft, step_s), kv, running, output)
-    p50 = _ttft_median(sc, placement, step_s, kv, running)
+    first, wait = _ttft_p50(mean, placement, (ttft, step_s), kv, running, output)
+    # a mix: the median over its classes; one class is the request just timed
+    p50 = _ttft_median(sc, placement, step_s, kv, running) if sc.options.request_mix else first + wait
     done = min(options.concurrency, running) * output / (first + output * step_s)  # a slot: first token, output
     return replace(s, ttft_s=round(ttft, 3), ttft_all_s=round(ttft * running, 3), ttft_p50_s=round(p50, 3),
                    aggregate_decode_tokens_per_s=round(running / step_s, 1),
