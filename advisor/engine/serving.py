@@ -12,6 +12,7 @@ the result as "GPU KV cache size: N tokens" and "Maximum concurrency for L token
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import replace
 
@@ -190,7 +191,7 @@ def _with_speeds(sc: Scenario, placement: Placement, s: Serving, running: int) -
     # a step on top of the `running` decode tokens (what makes a large batch compute-bound)
     prefill = (running - 1) * prompt / output
     step = spd.decode_step(sc, placement, kv_depth_bytes=kv, streams=running, tokens=running + prefill)
-    lt_dec = link_times(sc, placement, prompt, running)
+    lt_dec = link_times(sc, placement, prompt, math.ceil(running + prefill))
     step_s = step.total_s + (lt_dec.decode_s if lt_dec else 0.0)
     first, wait = _ttft_p50(mean, placement, (ttft, step_s), kv, running, output)
     # a mix: the median over its classes; one class is the request just timed
