@@ -20,11 +20,10 @@ import math
 from pathlib import Path
 
 from advisor.catalog.load import load_catalog
-from advisor.catalog.types import Catalog, ModelSpec
+from advisor.catalog.types import Catalog
 from advisor.engine import speed as spd
 from advisor.engine.check import _pick, _scenario, evaluate
 from advisor.engine.interconnect import link_times
-from advisor.engine.memory import WeightsLayout
 from advisor.engine.options import Options
 from advisor.probe.flags import rig_from_flags
 
@@ -53,17 +52,6 @@ def _ask(catalog: Catalog, r: dict):
     return sc, pick.placer.at(sc.ctx), evaluate(catalog, rig, model, opts).serving
 
 
-def bytes_per_param(model: ModelSpec, layout: WeightsLayout) -> tuple[float, float]:
-    """(bytes per weight of all but the routed experts, of the routed experts): the experts' parameters from the
-    catalog's counts (the ones a token leaves, params_total - params_active, are 1 - k/E of them)."""
-    experts = sum(layout.expert_bytes)
-    whole = layout.total_bytes / model.params_total
-    if not experts or not model.experts:
-        return whole, whole
-    expert_params = (model.params_total - model.params_active) / (1 - model.experts_active / model.experts)
-    return (layout.total_bytes - experts) / (model.params_total - expert_params), experts / expert_params
-
-
 def step_parts(sc, placement, serving) -> dict[str, float]:
     """One GPU's share of the serving answer's decode step, in milliseconds (and the step's token count)."""
     model, g = sc.model, sc.rig.gpus[0].spec
@@ -72,20 +60,16 @@ def step_parts(sc, placement, serving) -> dict[str, float]:
     tokens = running + (running - 1) * prompt / output
     d = placement.devices[0]
     kv = d.kv_cache_bytes * running * (prompt + output / 2) / sc.ctx
-    k = spd.active_fraction(model, 1)
     reads = d.weights_bytes - d.expert_bytes * (1 - spd.active_fraction(model, round(tokens)))
-    per_token = d.weights_bytes - d.expert_bytes * (1 - k)
-    rest_bpp, expert_bpp = bytes_per_param(model, placement.layout or sc.layout)
-    params = (per_token - d.expert_bytes * k) / rest_bpp + d.expert_bytes * k / expert_bpp
+    rest, experts = spd.token_params(sc, placement)[0]
     bw = g.memory_bandwidth_gb_s * 1e9 * spd.decode_efficiency(g, sc.quant, sc.rules)
-    rate = g.fp16_tflops * 1e12 * spd.matmul_efficiency(sc, g)
+    rate = g.fp16_tflops * 1e12 * spd.matmul_efficiency(sc, g, model.is_moe)
     step = spd.decode_step(sc, placement, kv_depth_bytes=[int(kv)] * len(placement.devices), streams=running,
                            tokens=tokens)
     links = [link_times(sc, placement, prompt, n) for n in (running, math.ceil(tokens))]
     return {"tokens": tokens, "weights GB": d.weights_bytes / 1e9, "experts GB": d.expert_bytes / 1e9,
             "read ms": 1e3 * (reads + kv) / bw,
-            "compute ms (engine)": 1e3 * 2 * per_token / (sc.quant.bits_per_weight / 8) * tokens / rate,
-            "compute ms (own widths)": 1e3 * 2 * params * tokens / rate,
+            "compute ms": 1e3 * 2 * (rest + experts) * tokens / rate,
             "fixed ms": 1e3 * step.overhead_s,
             "links ms": 1e3 * (links[0].decode_s if links[0] else 0.0),
             "links at all tokens ms": 1e3 * (links[1].decode_s if links[1] else 0.0),

@@ -1,14 +1,21 @@
-"""The paged servers' (vLLM, SGLang) factor on a GPU's matrix-product fraction, fitted on cited vLLM sweeps.
+"""The paged servers' (vLLM, SGLang) factors on a GPU's matrix-product fraction, fitted on cited vLLM runs.
 
 llama.cpp's prefill fractions (rules/speed.toml [prefill], bench/calibrate.py) are its MMQ kernels' once the
 weights each tile re-reads are counted apart; a paged server's products run in cuBLAS/CUTLASS/Marlin/Triton kernels
-under a scheduler's step. Its factor on the GPU's fraction, `[prefill] family_efficiency.paged`
-(advisor.engine.speed.matmul_efficiency), is the grid value whose median |log error| is least over the
-`vllm bench serve` rows in tests/data (median TPOT and TTFT, output throughput where a burst is held whole). tests/test_vllm_concurrency.py scores each row with the value fitted without the row's source
-(`held_out_catalog`), so every figure it prints is out of sample.
+under a scheduler's step. Two factors are fitted here, each the grid value whose median |log error| is least:
 
-    python bench/paged_fit.py           # the fit, and each source's rows held out
-    python bench/paged_fit.py --check   # exit 1 unless rules/speed.toml holds the fitted value
+- `[prefill] family_efficiency.paged` (advisor.engine.speed.matmul_efficiency), on the dense concurrency sweeps
+  (tests/data/vllm_concurrency_sweeps.csv: median TPOT and TTFT);
+- `[prefill] family_moe_efficiency.paged`, a mixture-of-experts model's products against that (vLLM's fused-MoE
+  kernels), on the prompt-heavy runs of MoE models (tests/data/vllm_prompt_heavy.csv, the random 2,000- and
+  4,000-token prompts: prompt tokens sent over the run's duration against the advisor's prefill rate).
+
+tests/test_vllm_concurrency.py scores every row with both fitted without the row's source (`held_out_catalog`), and
+the MoE decode rows under tensor parallel (vllm_moe_tp_*.csv) with neither fitted on them, so every figure it prints
+is out of sample.
+
+    python bench/paged_fit.py           # the fits, and each source's rows held out
+    python bench/paged_fit.py --check   # exit 1 unless rules/speed.toml holds the fitted values
 """
 
 from __future__ import annotations
@@ -58,10 +65,6 @@ def _ttft(s) -> float:
     return 1000 * s.ttft_p50_s
 
 
-def _throughput(s) -> float:
-    return s.output_tokens_per_s
-
-
 def _sweep(r: dict) -> list[Obs]:
     tp, p, o = int(r["tensor_parallel"]), int(r["input_tokens"]), int(r["output_tokens"])
     opts = Options(runtime=r["runtime"], quant=r["quant"], ctx=p + o, prompt_tokens=p, output_tokens=o,
@@ -71,43 +74,63 @@ def _sweep(r: dict) -> list[Obs]:
             for name, col, read in (("TPOT", "median_tpot_ms", _tpot), ("TTFT", "median_ttft_ms", _ttft))]
 
 
-def _steady_tpot(s):
-    """The median TPOT where the requests queue behind --max-num-seqs (a steady stream), else nothing."""
-    return _tpot(s) if s.running == s.max_num_seqs < s.requested else None
-
-
-def _burst_throughput(s):
-    """What the clients received where the runtime holds the whole burst (its TPOT is no steady figure)."""
-    return None if s.running == s.max_num_seqs < s.requested else _throughput(s)
-
-
-def _moe(r: dict) -> list[Obs]:
-    tp = int(r["tensor_parallel"])
-    opts = Options(runtime=r["runtime"], ctx=int(r["max_model_len"]), prompt_tokens=int(r["input_tokens"]),
-                   output_tokens=int(r["output_tokens"]), concurrency=int(r["num_prompts"]),
-                   tensor_parallel=tp if tp > 1 else None)
-    label = f"{r['model']} {r['gpu']} tp{tp}"
-    return [Obs(_source(r), f"{label} TPOT", float(r["median_tpot_ms"]), r["gpu"], tp, r["model"], opts,
-                _steady_tpot),
-            Obs(_source(r), f"{label} output tok/s", float(r["output_tok_s"]), r["gpu"], tp, r["model"], opts,
-                _burst_throughput)]
-
-
 def observations() -> list[Obs]:
-    """The figures of the cited vLLM sweeps the tests score: the concurrency sweeps' TPOT and TTFT (dense models),
-    gpt-oss-120b under TP (tests/data/vllm_moe_tp_sweeps.csv: TPOT of a steady stream, else output throughput).
-    Not vllm_moe_tp_more.csv: its 16- and 8-bit MoE rows miss on the memory side (issue 27's open xfail in
-    tests/test_vllm_concurrency.py), which no compute factor describes."""
-    def rows(name: str) -> list[dict]:
-        return list(csv.DictReader((DATA / name).open(encoding="utf-8")))
-    return ([o for r in rows("vllm_concurrency_sweeps.csv") for o in _sweep(r)]
-            + [o for r in rows("vllm_moe_tp_sweeps.csv") for o in _moe(r)])
+    """The figures the paged fraction is fitted on: the dense concurrency sweeps' TPOT and TTFT."""
+    rows = csv.DictReader((DATA / "vllm_concurrency_sweeps.csv").open(encoding="utf-8"))
+    return [o for r in rows for o in _sweep(r)]
 
 
-def with_fraction(catalog: Catalog, value: float) -> Catalog:
-    """The catalog with the paged family's factor set to `value`."""
+PROMPT_INPUTS = (2000, 4000)
+"""The prompt-heavy cases fitted on: at 32,000 tokens attention outweighs the products, and the 128-token case
+(4 output tokens, 1,000 requests) is the scheduler's."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptRun:
+    """One prompt-heavy run: prompt tokens sent over its duration (the decode of its short outputs included)."""
+
+    source: str
+    label: str
+    measured: float
+    gpu: str
+    tp: int
+    model: str
+    options: Options
+
+
+def prompt_runs(catalog: Catalog, moe: bool = True) -> list[PromptRun]:
+    """The catalog models' prompt-heavy runs at PROMPT_INPUTS without expert parallel (the advisor does not place
+    experts apart under TP): MoE models' (`moe`) or dense ones' (the check that the measure is the prefill rate)."""
+    out, seen = [], set()
+    for r in csv.DictReader((DATA / "vllm_prompt_heavy.csv").open(encoding="utf-8")):
+        model, printed = catalog.models.get(r["model"]), (r["duration_s"], r["total_input_tokens"],
+                                                          r["total_generated_tokens"])
+        # a block printed on two pages (glm-4.5-air's H100 page repeats its A100 page's) counts once, where first
+        copy, _ = printed in seen, seen.add(printed)
+        if copy or model is None or model.is_moe != moe or int(r["input_tokens"]) not in PROMPT_INPUTS or \
+                r["expert_parallel"] == "1":
+            continue
+        tp, p, o = int(r["tensor_parallel"]), int(r["input_tokens"]), int(r["output_tokens"])
+        opts = Options(runtime=r["runtime"], quant=r["quant"] or None, ctx=p + o, prompt_tokens=p, output_tokens=o,
+                       tensor_parallel=tp if tp > 1 else None)
+        label = f"{r['model']} {r['quant'] or 'native'} {r['gpu']} tp{tp} {p // 1000}K {r['flags']}".strip()
+        out.append(PromptRun(_source(r), label, int(r["total_input_tokens"]) / float(r["duration_s"]), r["gpu"], tp,
+                             r["model"], opts))
+    return out
+
+
+def prompt_log_error(catalog: Catalog, run: PromptRun) -> float:
+    """log(the advisor's prefill rate for one prompt / the run's)."""
+    rig = rig_from_flags(catalog, [f"{run.tp}x{run.gpu}" if run.tp > 1 else run.gpu])
+    got = evaluate(catalog, rig, catalog.models[run.model], run.options).speed.prefill_tokens_per_s
+    return math.log(got / run.measured)
+
+
+def with_fraction(catalog: Catalog, value: float, key: str = "family_efficiency") -> Catalog:
+    """The catalog with the paged family's factor `key` ([prefill] family_efficiency or family_moe_efficiency) set
+    to `value`."""
     pre = catalog.rules.speed.prefill
-    pre = dataclasses.replace(pre, family_efficiency={**pre.family_efficiency, FAMILY: value})
+    pre = dataclasses.replace(pre, **{key: {**getattr(pre, key), FAMILY: value}})
     rules = dataclasses.replace(catalog.rules, speed=dataclasses.replace(catalog.rules.speed, prefill=pre))
     return dataclasses.replace(catalog, rules=rules)
 
@@ -144,23 +167,59 @@ def fit(catalog: Catalog, leave_out: str | None = None) -> float:
                                     v))
 
 
+def fit_moe(catalog: Catalog, leave_out: str | None = None) -> float:
+    """The MoE factor: the grid value with the least median over sources of each source's median |log error| on the
+    MoE prompt-heavy runs not from `leave_out` (a page of 8 runs counts as much as a page of 2), the paged fraction
+    fitted without it too (the lower on a tie)."""
+    book = with_fraction(catalog, fit(catalog, leave_out=leave_out))
+    runs = [r for r in prompt_runs(catalog) if r.source != leave_out]
+    key = (id(catalog), leave_out)
+    if key not in _MOE:
+        _MOE[key] = (catalog, {v: [prompt_log_error(with_fraction(book, v, MOE_KEY), r) for r in runs] for v in GRID})
+    errors, sources = _MOE[key][1], [r.source for r in runs]
+
+    def grouped(v: float) -> float:  # each source one vote, whatever its number of runs
+        return statistics.median(statistics.median(abs(e) for e, s in zip(errors[v], sources) if s == src)
+                                 for src in set(sources))
+    return min(GRID, key=lambda v: (grouped(v), v))
+
+
+MOE_KEY = "family_moe_efficiency"
+_MOE: dict[tuple, tuple[Catalog, dict]] = {}
+
+
 def held_out_catalog(catalog: Catalog, source: str) -> Catalog:
-    """The catalog whose paged factor was fitted without `source`'s rows."""
-    return with_fraction(catalog, fit(catalog, leave_out=source))
+    """The catalog whose paged factors were fitted without `source`'s rows."""
+    return with_fraction(with_fraction(catalog, fit(catalog, leave_out=source)), fit_moe(catalog, leave_out=source),
+                         MOE_KEY)
+
+
+def _print_prompt_runs(catalog: Catalog) -> None:
+    """Each prompt-heavy run against the advisor with the factors fitted without its source (dense: the check)."""
+    for moe in (True, False):
+        for run in prompt_runs(catalog, moe):
+            e = prompt_log_error(held_out_catalog(catalog, run.source), run)
+            print(f"  {'MoE  ' if moe else 'dense'} {run.label}: {run.measured:.0f} tok/s, predicted {math.expm1(e):+.0%}")
 
 
 def main() -> int:
     catalog = load_catalog()
-    value, stored = fit(catalog), catalog.rules.speed.prefill.family_efficiency.get(FAMILY)
+    pre = catalog.rules.speed.prefill
+    value, stored = fit(catalog), pre.family_efficiency.get(FAMILY)
+    moe, moe_stored = fit_moe(catalog), getattr(pre, MOE_KEY).get(FAMILY)
     print(f"[prefill] family_efficiency.{FAMILY} fitted: {value} (rules/speed.toml: {stored})")
+    print(f"[prefill] {MOE_KEY}.{FAMILY} fitted: {moe} (rules/speed.toml: {moe_stored})")
     obs = observations()
     for src in sorted({o.source for o in obs}):
         book = held_out_catalog(catalog, src)
         errs = [f"{o.label} {math.expm1(e):+.0%}" for o in obs if o.source == src
                 and (e := _log_error(book, o)) is not None]
         print(f"{src[-60:]} (fit without it: {fit(catalog, src)}), predicted/measured - 1: {', '.join(errs)}")
-    if "--check" in sys.argv[1:] and stored != value:
-        print(f"rules/speed.toml has {stored}; the fit gives {value}: write it there", file=sys.stderr)
+    print("prompt-heavy runs (prompt tokens over the run's duration), each source held out:")
+    _print_prompt_runs(catalog)
+    if "--check" in sys.argv[1:] and (stored, moe_stored) != (value, moe):
+        print(f"rules/speed.toml has {stored} / {moe_stored}; the fits give {value} / {moe}: write them there",
+              file=sys.stderr)
         return 1
     return 0
 

@@ -231,6 +231,9 @@ class PrefillRules(Record):
     family_efficiency: dict[str, float] = field(default_factory=dict)
     """A runtime family's factor on the fractions above (fitted on llama.cpp's rows) for its own matrix-product
     kernels (advisor.engine.speed.matmul_efficiency); missing: 1."""
+    family_moe_efficiency: dict[str, float] = field(default_factory=dict)
+    """A runtime family's factor on its own fraction for a mixture-of-experts model's matrix products (its
+    grouped expert kernels, as `moe_efficiency` for llama.cpp's); missing: 1."""
     token_tile_families: tuple[str, ...] = ()
     """The runtime families (rules/runtimes.toml `family`) whose prompt kernels `token_tile` describes."""
     cpu_gflops: float

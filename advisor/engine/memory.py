@@ -74,11 +74,9 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
     shared = (body - sum(extra)) / n
     body_bits = quant.body_bits
     edge_bits = quant.embed_bits if quant.linear_bits is not None else bpw
-    expert_bits = quant.expert_bits or body_bits
-    if model.native_expert_bits and quant.format == "gguf":
-        expert_bits = model.native_expert_bits  # requants keep the experts as published
+    experts_bits = expert_bits(model, quant)
     to_bytes = lambda p: int(round(p * body_bits / 8))  # noqa: E731
-    expert_to_bytes = lambda p: int(round(p * expert_bits / 8))  # noqa: E731
+    expert_to_bytes = lambda p: int(round(p * experts_bits / 8))  # noqa: E731
     edge = int(round(embed * edge_bits / 8))
     # An untied output head the format quantizes on its own (EXL3 --head_bits) is not the embedding's size.
     out = int(round(embed * quant.head_bits / 8)) if quant.head_bits and not model.tied_embeddings else edge
@@ -92,6 +90,15 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
         layer_bytes=layer_bytes,
         expert_bytes=expert_b,
     )
+
+
+def expert_bits(model: ModelSpec, quant: QuantSpec) -> float:
+    """Bits per weight of a MoE model's routed experts at a quantization: the format's own expert width where it
+    stores them apart (MXFP4), a GGUF requant's published width where llama-quantize keeps them (gpt-oss), else
+    the repeating layers' width."""
+    if model.native_expert_bits and quant.format == "gguf":
+        return model.native_expert_bits  # requants keep the experts as published
+    return quant.expert_bits or quant.body_bits
 
 
 def kv_cells(ctx: int, runtime: RuntimeSpec, rules: Rulebook) -> int:

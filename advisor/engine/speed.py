@@ -155,10 +155,12 @@ def matmul_efficiency(sc: Scenario, gpu: GpuSpec, moe: bool = False) -> float:
     runtime family with its own factor in rules/speed.toml, the GPU's fraction times that factor (a paged server's
     cuBLAS/CUTLASS/Marlin/Triton products and scheduler step against llama.cpp's MMQ on the same GPU: llama.cpp's
     kernel and MoE factors describe its own kernels)."""
-    own = sc.rules.speed.prefill.family_efficiency.get(sc.runtime.family)
+    pre = sc.rules.speed.prefill
+    own = pre.family_efficiency.get(sc.runtime.family)
     if own is None:
         return prefill_efficiency(gpu, sc.quant, sc.rules, moe)
-    return family_fraction(sc.rules.speed.prefill, gpu) * float(own)
+    return family_fraction(pre, gpu) * float(own) * (float(pre.family_moe_efficiency.get(sc.runtime.family, 1.0))
+                                                     if moe else 1.0)
 
 
 def attention_efficiency(sc: Scenario, gpu: GpuSpec) -> float:
@@ -209,16 +211,26 @@ def _active_device_bytes(placement: Placement, layout: mem.WeightsLayout, model:
     return [max(d.weights_bytes - d.expert_bytes * (1 - frac), 0.0) for d in placement.devices]
 
 
+def token_params(sc: Scenario, placement: Placement) -> list[tuple[float, float]]:
+    """Parameters one token multiplies on each device: (all but its routed experts, its share of the routed
+    experts a token chooses), each part's bytes at its own width (gpt-oss keeps BF16 attention, router and head
+    beside MXFP4 experts: the file's average width would count its FLOPs 2.26x)."""
+    k = active_fraction(sc.model, 1)
+    rest_b, expert_b = max(sc.quant.body_bits, 1e-9) / 8, max(mem.expert_bits(sc.model, sc.quant), 1e-9) / 8
+    return [(max(d.weights_bytes - d.expert_bytes, 0) / rest_b, d.expert_bytes * k / expert_b)
+            for d in placement.devices]
+
+
 def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | None = None, streams: int = 1,
                 host_kv_bytes: int = 0, tokens: float | None = None) -> StepTimes:
     """Seconds for one decode step of `streams` sequences.
 
     `kv_depth_bytes` is the KV cache each GPU reads in the step (all streams together), `host_kv_bytes`
-    what the CPU reads for the layers it runs. The weights
-    are read once for all streams, so a batch is memory-bound until the FLOPs of `streams` tokens
-    outgrow the memory time; then it is compute-bound. `tokens` is what the step computes when it
-    carries more than one token per stream (a paged server's chunked prefill of the requests that
-    replace finished ones rides in the same step); it defaults to `streams`.
+    what the CPU reads for the layers it runs. The weights are read once for all streams, so a batch is
+    memory-bound until the FLOPs of `streams` tokens outgrow the memory time; then it is compute-bound. `tokens`
+    is what the step computes when it carries more than one token per stream (a paged server's chunked prefill
+    of the requests that replace finished ones rides in the same step; it defaults to `streams`). A MoE model's
+    products run at its MoE matrix fraction (`matmul_efficiency`).
     """
     rig, model, quant, rules = sc.rig, sc.model, sc.quant, sc.rules
     layout = placement.layout or sc.layout
@@ -226,15 +238,16 @@ def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | 
     computed = max(tokens if tokens is not None else streams, streams)
     reads = _active_device_bytes(placement, layout, model, max(int(round(computed)), 1))
     # a step reads the union of the experts its tokens choose, but each token multiplies only its own k
-    # experts: the FLOPs are per token's active weights (the same for a dense model)
+    # experts: the FLOPs are per token's active parameters (the same for a dense model)
     per_token = _active_device_bytes(placement, layout, model, 1)
+    params = token_params(sc, placement)
 
     def device_s(i: int, weights: float, kv_bytes: float) -> float:
         g = rig.gpus[i].spec
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
-        active = min(weights, per_token[i]) if weights else 0.0
-        flops = 2 * active / max(quant.bits_per_weight / 8, 1e-9) * computed
-        return max((weights + kv_bytes) / bw, flops / (g.fp16_tflops * 1e12 * matmul_efficiency(sc, g)))
+        share = min(weights / per_token[i], 1.0) if weights and per_token[i] else 0.0
+        flops = 2 * sum(params[i]) * share / (g.fp16_tflops * 1e12 * matmul_efficiency(sc, g, model.is_moe))
+        return max((weights + kv_bytes) / bw, flops * computed)
 
     used = [i for i, d in enumerate(placement.devices) if d.total_bytes]
     if any(d.split_bytes for d in placement.devices):
