@@ -107,10 +107,11 @@ def test_each_record_says_what_it_rests_on(repo):
 
 
 def test_listed_checkpoints_have_a_recorded_config(catalog):
-    """Every listed checkpoint (26) is read from a recorded config; no new one comes without its config (issue 27)."""
+    """Every recorded repo (27: 26 offered and RedHatAI's GPTQ "w4a16") is read from a recorded config; no new one
+    comes without its config (issue 27)."""
     listed = set(catalog.rules.checkpoints.repo)
     assert listed <= set(CONFIGS), sorted(listed - set(CONFIGS))
-    assert len(listed & set(CONFIGS)) >= 26
+    assert len(listed & set(CONFIGS)) >= 27
 
 
 REDHAT_W4A16 = "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16"
@@ -151,7 +152,7 @@ def test_a_command_naming_a_recorded_repo_is_read_in_its_recorded_format(catalog
     words of its name (RedHatAI's "w4a16" was read as W4A16, or as BF16 with MODEL given), and says so."""
     r = _cmd(catalog, *argv, "--gpu", "rtx-4090")
     assert (r.model.id, r.quant.id) == ("llama-3.1-8b", "gptq")
-    assert r.choice_why == f"{REDHAT_W4A16} is recorded as a gptq checkpoint (rules/checkpoints.toml)"
+    assert r.choice_why == f"{REDHAT_W4A16} is recorded as a checkpoint in gptq (rules/checkpoints.toml)"
     assert not r.options.command_notes
     assert REDHAT_W4A16 not in r.launch.command  # the answer's own line names the offered gptq repo
 
@@ -187,7 +188,30 @@ def test_a_quantization_flag_that_disagrees_with_the_record_is_a_line_that_does_
     r = _cmd(catalog, "--cmd", cmd, "--gpu", "rtx-4090")
     assert r.quant.id == recorded
     said = [f for f in r.findings if f.code == "CMD001" and f"--quantization {flag}:" in f.message]
-    assert len(said) == 1 and "does not load" in said[0].message and f"a {recorded} checkpoint" in said[0].message
+    assert len(said) == 1 and "does not load" in said[0].message and f"checkpoint in {recorded}" in said[0].message
+
+
+@pytest.mark.parametrize("cmd,flag,instead", [
+    ("vllm serve Qwen/Qwen3-32B --quantization awq --max-model-len 8192", "awq", "Qwen/Qwen3-32B-AWQ"),
+    ("python -m sglang.launch_server --model-path Qwen/Qwen3-32B --quantization awq --context-length 8192", "awq",
+     "Qwen/Qwen3-32B-AWQ"),
+    ("vllm serve Qwen/Qwen3-4B --quantization gptq --max-model-len 8192", "gptq", "a checkpoint of this model"),
+])
+def test_a_quantization_the_runtime_cannot_make_from_a_16_bit_repo_is_a_line_that_does_not_load(catalog, cmd, flag,
+                                                                                                instead):
+    """`--quantization awq` on a model's own 16-bit repo: vLLM reads AWQ only from an AWQ checkpoint ("Cannot find the
+    config file for awq"); the note names the recorded checkpoint to use, if any."""
+    r = _cmd(catalog, "--cmd", cmd, "--gpu", "2xrtx-3090")
+    said = [f for f in r.findings if f.code == "CMD001" and f"--quantization {flag}:" in f.message]
+    assert len(said) == 1 and "does not load" in said[0].message and instead in said[0].message
+
+
+@pytest.mark.parametrize("cmd", ["vllm serve Qwen/Qwen3-4B --quantization fp8", "vllm serve Qwen/Qwen3-32B-AWQ",
+                                 "vllm serve Qwen/Qwen3-32B-AWQ --quantization awq_marlin"])
+def test_a_line_that_loads_gets_no_note(catalog, cmd):
+    """FP8 is made at load from the 16-bit repo; a recorded checkpoint with no flag or its own method loads."""
+    r = _cmd(catalog, "--cmd", cmd, "--gpu", "h100-sxm")
+    assert not r.options.command_notes
 
 
 @pytest.mark.parametrize("runtime", ["vllm", "sglang"])

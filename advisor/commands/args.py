@@ -164,6 +164,7 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
                                                                    f"(rules/checkpoints.toml has no record of it)")
     quant, basis = (quant, basis) if quant or not parsed.get("dtype") else (parsed.get("dtype"), "given with --dtype")
     model = resolve_model(catalog, ref, mmproj=wants_mmproj(args, parsed))
+    notes = notes or (() if args.quant else flag_on_base_repo(catalog, parsed, repo, getattr(model, "id", None)))
     spec = getattr(model, "spec", model)
     loaded = getattr(model, "layout", None)
     from advisor.engine.check import resolve_quant
@@ -201,12 +202,34 @@ def recorded_quant(catalog, repo: str, parsed):
         return None
     flag, q = parsed.get("quantization"), known.quant
     notes = () if flag in (None, q) else (
-        f"--quantization {flag}: {repo} is a {q} checkpoint (rules/checkpoints.toml), and "
+        f"--quantization {flag}: {repo} is a checkpoint in {q} (rules/checkpoints.toml), and "
         f"{catalog.runtimes[parsed.runtime].name} stops at start when --quantization names another method than the "
         f"checkpoint's config (\"Quantization method specified in the model config (...) does not match the "
         f"quantization method specified in the `quantization` argument\"), so this line does not load: drop "
         f"--quantization; the answer is for its {q} weights",)
-    return known.model, q, f"{repo} is recorded as a {q} checkpoint (rules/checkpoints.toml)", notes
+    return known.model, q, f"{repo} is recorded as a checkpoint in {q} (rules/checkpoints.toml)", notes
+
+
+def flag_on_base_repo(catalog, parsed, repo: str | None, model_id: str | None) -> tuple[str, ...]:
+    """A note when the line gives a catalog model's own unrecorded (16-bit) repo a --quantization its runtime
+    does not make at load (`--quantization awq` on Qwen/Qwen3-32B): AWQ and GPTQ weights are read from a
+    checkpoint in that format, and vLLM stops with "Cannot find the config file for awq" (vllm-project/vllm#1419,
+    get_quant_config in vllm/model_executor/model_loader/weight_utils.py), so the line does not load."""
+    from advisor.catalog.resolve import exact
+    from advisor.engine.launch import repo_checkpoint, weights_source
+
+    flag, cps = parsed.get("quantization"), catalog.rules.checkpoints
+    if not (flag and repo and model_id) or repo_checkpoint(cps, repo) is not None or \
+            exact(catalog.models, repo) != model_id:
+        return ()
+    how, named, _ = weights_source(catalog.rules.launch, cps, parsed.launcher, model_id, flag, repo)
+    if how not in ("checkpoint", "missing"):
+        return ()
+    instead = f"name {named}, recorded in {flag}" if named else f"name a checkpoint of this model in {flag}"
+    return (f"--quantization {flag}: {repo} is the model's own repo, not a checkpoint in {flag}, and "
+            f"{catalog.runtimes[parsed.runtime].name} reads {flag} weights only from one (vLLM: \"Cannot find the "
+            f"config file for {flag}\", vllm-project/vllm#1419), so this line does not load: {instead} "
+            f"(rules/checkpoints.toml); the answer is for {flag} weights",)
 
 
 def quant_in_repo_name(catalog, repo: str) -> tuple[str, str] | None:
