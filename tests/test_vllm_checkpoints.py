@@ -107,20 +107,111 @@ def test_each_record_says_what_it_rests_on(repo):
 
 
 def test_listed_checkpoints_have_a_recorded_config(catalog):
-    """Every listed checkpoint (26) is read from a recorded config; no new one comes without its config (issue 27)."""
+    """Every recorded repo (27: 26 offered and RedHatAI's GPTQ "w4a16") is read from a recorded config; no new one
+    comes without its config (issue 27)."""
     listed = set(catalog.rules.checkpoints.repo)
     assert listed <= set(CONFIGS), sorted(listed - set(CONFIGS))
-    assert len(listed & set(CONFIGS)) >= 26
+    assert len(listed & set(CONFIGS)) >= 27
+
+
+REDHAT_W4A16 = "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16"
 
 
 def test_no_checkpoint_is_listed_in_a_format_its_config_does_not_have(catalog):
     """RedHatAI's Llama 3.1 8B "w4a16" repo was listed as W4A16 (compressed-tensors) but is a GPTQ checkpoint
-    (Hub tags gptq, an AutoGPTQ quantize_config.json: rules/checkpoints.toml); with no compressed-tensors W4A16
-    checkpoint of the model recorded, a W4A16 answer names none, and the gptq answer names the hugging-quants repo."""
-    assert "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16" not in catalog.rules.checkpoints.repo
+    (Hub tags gptq, an AutoGPTQ quantize_config.json: rules/checkpoints.toml); it is recorded as what it is, gptq,
+    offered by no answer (only so that a command line naming it is read as gptq): no W4A16 checkpoint of the model
+    is recorded, a W4A16 answer names none, and the gptq answer names the hugging-quants repo."""
+    redhat = catalog.rules.checkpoints.repo[REDHAT_W4A16]
+    assert (redhat.model, redhat.quant, redhat.offered) == ("llama-3.1-8b", "gptq", False)
+    assert _method(REDHAT_W4A16) == "gptq"
+    assert not [r for r, c in catalog.rules.checkpoints.repo.items() if (c.model, c.quant) == ("llama-3.1-8b", "W4A16")]
+    w4 = evaluate(catalog, rig_from_flags(catalog, ["rtx-4090"]), catalog.models["llama-3.1-8b"],
+                  Options(runtime="vllm", quant="W4A16"))
+    said = [w4.launch.command, w4.launch.note, *(f.message for f in w4.findings)]
+    assert not w4.launch.command and not [t for t in said if "RedHatAI" in t]
     gptq = shlex.split(_line(catalog, "llama-3.1-8b", ["rtx-4090"], "vllm", "gptq").command)
     assert gptq[2] == "hugging-quants/Meta-Llama-3.1-8B-Instruct-GPTQ-INT4" and "--quantization" not in gptq
     assert _method(gptq[2]) == "gptq"
+
+
+def _cmd(catalog, *argv: str):
+    from tests.test_launch import _answer
+
+    return _answer(catalog, *argv)
+
+
+@pytest.mark.parametrize("argv", [
+    ("--cmd", f"vllm serve {REDHAT_W4A16} --max-model-len 8192"),
+    ("llama-3.1-8b", "--runtime", "vllm", "--cmd", f"vllm serve {REDHAT_W4A16} --max-model-len 8192"),
+    ("--cmd", f"python -m sglang.launch_server --model-path {REDHAT_W4A16} --context-length 8192"),
+    ("--cmd", f"vllm serve {REDHAT_W4A16} --quantization gptq_marlin --max-model-len 8192"),  # agrees: no note
+], ids=["vllm", "vllm with MODEL", "sglang", "vllm -q gptq_marlin"])
+def test_a_command_naming_a_recorded_repo_is_read_in_its_recorded_format(catalog, argv):
+    """`--cmd "vllm serve REPO"` with a repo rules/checkpoints.toml records runs the record's format, not the
+    words of its name (RedHatAI's "w4a16" was read as W4A16, or as BF16 with MODEL given), and says so."""
+    r = _cmd(catalog, *argv, "--gpu", "rtx-4090")
+    assert (r.model.id, r.quant.id) == ("llama-3.1-8b", "gptq")
+    assert r.choice_why == f"{REDHAT_W4A16} is recorded as a checkpoint in gptq (rules/checkpoints.toml)"
+    assert not r.options.command_notes
+    assert REDHAT_W4A16 not in r.launch.command  # the answer's own line names the offered gptq repo
+
+
+def test_every_recorded_repo_reads_back_as_its_record(catalog):
+    """Each repo rules/checkpoints.toml records, named by `vllm serve`, is its record's model and quant."""
+    from advisor.commands.args import command_inputs
+    from tests.test_launch import _args
+
+    rig = rig_from_flags(catalog, ["8xh200-sxm"])
+    for repo, c in catalog.rules.checkpoints.repo.items():
+        model, options = command_inputs(catalog, _args("--cmd", f"vllm serve {repo}"), rig)
+        assert (model.id, options.quant) == (c.model, c.quant), repo
+
+
+def test_a_repo_with_no_record_keeps_the_guess_from_its_name_and_says_so(catalog):
+    """Qwen/Qwen3-4B-AWQ is recorded nowhere: the catalog's Qwen/Qwen3-4B in awq, read from the name."""
+    assert "Qwen/Qwen3-4B-AWQ" not in catalog.rules.checkpoints.repo
+    r = _cmd(catalog, "--cmd", "vllm serve Qwen/Qwen3-4B-AWQ", "--gpu", "rtx-4090")
+    assert (r.model.id, r.quant.id) == ("qwen3-4b", "awq")
+    assert r.choice_why == "read from the repo's name Qwen/Qwen3-4B-AWQ (rules/checkpoints.toml has no record of it)"
+
+
+@pytest.mark.parametrize("cmd,flag,recorded", [
+    (f"vllm serve {REDHAT_W4A16} --quantization awq --max-model-len 8192", "awq", "gptq"),
+    (f"python -m sglang.launch_server --model-path {REDHAT_W4A16} --quantization awq --context-length 8192", "awq",
+     "gptq"),
+    ("vllm serve Qwen/Qwen3-8B-AWQ --quantization gptq --max-model-len 8192", "gptq", "awq"),
+])
+def test_a_quantization_flag_that_disagrees_with_the_record_is_a_line_that_does_not_load(catalog, cmd, flag, recorded):
+    """vLLM and SGLang stop when --quantization names another method than the checkpoint's config: the answer
+    is for the checkpoint's own weights and says the line does not load (it was answered as the flag's)."""
+    r = _cmd(catalog, "--cmd", cmd, "--gpu", "rtx-4090")
+    assert r.quant.id == recorded
+    said = [f for f in r.findings if f.code == "CMD001" and f"--quantization {flag}:" in f.message]
+    assert len(said) == 1 and "does not load" in said[0].message and f"checkpoint in {recorded}" in said[0].message
+
+
+@pytest.mark.parametrize("cmd,flag,instead", [
+    ("vllm serve Qwen/Qwen3-32B --quantization awq --max-model-len 8192", "awq", "Qwen/Qwen3-32B-AWQ"),
+    ("python -m sglang.launch_server --model-path Qwen/Qwen3-32B --quantization awq --context-length 8192", "awq",
+     "Qwen/Qwen3-32B-AWQ"),
+    ("vllm serve Qwen/Qwen3-4B --quantization gptq --max-model-len 8192", "gptq", "a checkpoint of this model"),
+])
+def test_a_quantization_the_runtime_cannot_make_from_a_16_bit_repo_is_a_line_that_does_not_load(catalog, cmd, flag,
+                                                                                                instead):
+    """`--quantization awq` on a model's own 16-bit repo: vLLM reads AWQ only from an AWQ checkpoint ("Cannot find the
+    config file for awq"); the note names the recorded checkpoint to use, if any."""
+    r = _cmd(catalog, "--cmd", cmd, "--gpu", "2xrtx-3090")
+    said = [f for f in r.findings if f.code == "CMD001" and f"--quantization {flag}:" in f.message]
+    assert len(said) == 1 and "does not load" in said[0].message and instead in said[0].message
+
+
+@pytest.mark.parametrize("cmd", ["vllm serve Qwen/Qwen3-4B --quantization fp8", "vllm serve Qwen/Qwen3-32B-AWQ",
+                                 "vllm serve Qwen/Qwen3-32B-AWQ --quantization awq_marlin"])
+def test_a_line_that_loads_gets_no_note(catalog, cmd):
+    """FP8 is made at load from the 16-bit repo; a recorded checkpoint with no flag or its own method loads."""
+    r = _cmd(catalog, "--cmd", cmd, "--gpu", "h100-sxm")
+    assert not r.options.command_notes
 
 
 @pytest.mark.parametrize("runtime", ["vllm", "sglang"])

@@ -744,6 +744,9 @@ class QuantizedRepo(Record):
     """Its quantization (rules/quants.toml id)."""
     source: str
     """Where it is published."""
+    offered: bool = True
+    """An answer in this model and quant names it (one offered repo per model and quant); false: recorded only so
+    a command line that names it is read in its real format (a repo whose name says another)."""
 
 
 @record

@@ -126,6 +126,8 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
     model and its quant) or -hf; every setting the command states, the rest from the other options."""
     import os
 
+    from dataclasses import replace
+
     from advisor.engine.launch import CommandTarget, model_flags, options_from_command, parse_command, quant_in_name
     from advisor.errors import AdvisorError
 
@@ -143,26 +145,26 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
 
         ref = f"{hf_endpoint()}/{parsed.get('hf_repo').split(':')[0]}/resolve/main/{parsed.get('hf_file')}"
     quant = args.quant or parsed.get("quantization")
-    named = parsed.get("model")
+    basis, notes = ("" if args.quant or not quant else "given with --quantization"), ()
+    named, repo = parsed.get("model"), parsed.get("hf_repo")
     if named and not os.path.exists(os.path.expanduser(named)):
         # -m qwen3-32b-Q4_K_M.gguf: the catalog model at that quant (also when MODEL names the model itself)
         stem, q = quant_in_name(named, list(catalog.quants))
         if q is not None:
-            quant = quant or q
+            quant, basis = (quant, basis) if quant else (q, f"read from the file name {os.path.basename(named)}")
             ref = stem if args.model is None else ref
-    elif args.model is None and ref == parsed.get("hf_repo") and "/" in ref:
-        from advisor.catalog.resolve import exact
-        from advisor.engine.launch import repo_checkpoint
-
-        known = repo_checkpoint(catalog.rules.checkpoints, ref)  # a quantized repo rules/checkpoints.toml lists
+    elif repo and "/" in repo and (args.model is not None or ref == repo):
+        known = recorded_quant(catalog, repo, parsed)  # a repo rules/checkpoints.toml records: its format
         if known is not None:
-            ref, quant = known.model, quant or known.quant
-        else:
-            stem, q = quant_in_name(ref, list(catalog.quants))  # Qwen/Qwen3-32B-AWQ: the catalog's Qwen/Qwen3-32B
-            if q is not None and exact(catalog.models, ref) is None and exact(catalog.models, stem) is not None:
-                ref, quant = stem, quant or q
-    quant = quant or parsed.get("dtype")
+            ref = known[0] if args.model is None else ref
+            quant, basis, notes = (quant, basis, ()) if args.quant else known[1:]
+        elif args.model is None and (guess := quant_in_repo_name(catalog, repo)) is not None:
+            ref = guess[0]  # Qwen/Qwen3-32B-AWQ: the catalog's Qwen/Qwen3-32B
+            quant, basis = (quant, basis) if quant else (guess[1], f"read from the repo's name {repo} "
+                                                                   f"(rules/checkpoints.toml has no record of it)")
+    quant, basis = (quant, basis) if quant or not parsed.get("dtype") else (parsed.get("dtype"), "given with --dtype")
     model = resolve_model(catalog, ref, mmproj=wants_mmproj(args, parsed))
+    notes = notes or (() if args.quant else flag_on_base_repo(catalog, parsed, repo, getattr(model, "id", None)))
     spec = getattr(model, "spec", model)
     loaded = getattr(model, "layout", None)
     from advisor.engine.check import resolve_quant
@@ -185,4 +187,58 @@ def command_inputs(catalog, args: argparse.Namespace, rig):
     target = CommandTarget(spec.layers, moe, spec.max_context, len(rig.gpus), quant,
                            bool(parsed.runtime in catalog.runtimes and catalog.runtimes[parsed.runtime].row_split))
     options = options_from_command(parsed, options_from(args), target)
-    return model, options
+    return model, replace(options, quant_basis=basis, command_notes=(*options.command_notes, *notes))
+
+
+def recorded_quant(catalog, repo: str, parsed):
+    """(catalog model, quant, where the quant came from, notes) of a Hugging Face repo a paged server's command names
+    (`vllm serve REPO`, SGLang's --model-path) that rules/checkpoints.toml records, or None: it is read in its
+    recorded format whatever its name says (RedHatAI's Llama 3.1 8B "w4a16" is GPTQ). A --quantization on the
+    line naming another method than the record's makes a line that does not load: said in the notes."""
+    from advisor.engine.launch import repo_checkpoint
+
+    known = repo_checkpoint(catalog.rules.checkpoints, repo)
+    if known is None:
+        return None
+    flag, q = parsed.get("quantization"), known.quant
+    notes = () if flag in (None, q) else (
+        f"--quantization {flag}: {repo} is a checkpoint in {q} (rules/checkpoints.toml), and "
+        f"{catalog.runtimes[parsed.runtime].name} stops at start when --quantization names another method than the "
+        f"checkpoint's config (\"Quantization method specified in the model config (...) does not match the "
+        f"quantization method specified in the `quantization` argument\"), so this line does not load: drop "
+        f"--quantization; the answer is for its {q} weights",)
+    return known.model, q, f"{repo} is recorded as a checkpoint in {q} (rules/checkpoints.toml)", notes
+
+
+def flag_on_base_repo(catalog, parsed, repo: str | None, model_id: str | None) -> tuple[str, ...]:
+    """A note when the line gives a catalog model's own unrecorded (16-bit) repo a --quantization its runtime
+    does not make at load (`--quantization awq` on Qwen/Qwen3-32B): AWQ and GPTQ weights are read from a
+    checkpoint in that format, and vLLM stops with "Cannot find the config file for awq" (vllm-project/vllm#1419,
+    get_quant_config in vllm/model_executor/model_loader/weight_utils.py), so the line does not load."""
+    from advisor.catalog.resolve import exact
+    from advisor.engine.launch import repo_checkpoint, weights_source
+
+    flag, cps = parsed.get("quantization"), catalog.rules.checkpoints
+    if not (flag and repo and model_id) or repo_checkpoint(cps, repo) is not None or \
+            exact(catalog.models, repo) != model_id:
+        return ()
+    how, named, _ = weights_source(catalog.rules.launch, cps, parsed.launcher, model_id, flag, repo)
+    if how not in ("checkpoint", "missing"):
+        return ()
+    instead = f"name {named}, recorded in {flag}" if named else f"name a checkpoint of this model in {flag}"
+    return (f"--quantization {flag}: {repo} is the model's own repo, not a checkpoint in {flag}, and "
+            f"{catalog.runtimes[parsed.runtime].name} reads {flag} weights only from one (vLLM: \"Cannot find the "
+            f"config file for {flag}\", vllm-project/vllm#1419), so this line does not load: {instead} "
+            f"(rules/checkpoints.toml); the answer is for {flag} weights",)
+
+
+def quant_in_repo_name(catalog, repo: str) -> tuple[str, str] | None:
+    """(catalog model, quant) a repo with no record names: a catalog repo id followed by a quant id
+    (Qwen/Qwen3-4B-AWQ: Qwen/Qwen3-4B in awq), or None. A guess from words: a record wins over it."""
+    from advisor.catalog.resolve import exact
+    from advisor.engine.launch import quant_in_name
+
+    stem, q = quant_in_name(repo, list(catalog.quants))
+    if q is not None and exact(catalog.models, repo) is None and exact(catalog.models, stem) is not None:
+        return stem, q
+    return None

@@ -172,7 +172,8 @@ def _with_choices(catalog: Catalog, report: Report, pick: Pick, table: bool) -> 
     if policy is None:
         policy = ch.policy(catalog, sc.model, sc.options, False)
         if table:
-            why = "given with --quant" if sc.options.quant else "the model file's own quantization"
+            why = sc.options.quant_basis or ("given with --quant" if sc.options.quant else
+                                             "the model file's own quantization")
             ladder = [q for q in quant_ladder(catalog, rt, sc.model) if not refusal(catalog, rt, rig, sc.model, q)]
             choices = ch.table_for(catalog, sc, ladder, why, policy)
     return replace(report, choices=choices, choice_why=why, policy=policy)

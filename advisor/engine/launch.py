@@ -670,7 +670,7 @@ def weights_source(rules: LaunchRules, checkpoints, launcher_id: str, model_id: 
     if entry is None or "hf_repo" not in flags or "quantization" not in flags:
         return "", None, ""
     for repo, c in (checkpoints.repo.items() if checkpoints is not None else ()):
-        if c.model == model_id and c.quant == quant_id:
+        if c.model == model_id and c.quant == quant_id and c.offered:
             return "checkpoint", repo, c.source
     if checkpoints is not None and base in checkpoints.repo:
         return "missing", None, ""  # the base repo is itself quantized, in another format than this one

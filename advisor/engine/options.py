@@ -67,6 +67,9 @@ class Options(Record):
     """Sliding-window layers keep the whole context (llama.cpp `--swa-full`)."""
     command_notes: tuple[str, ...] = ()
     """What `--cmd` could not use: unknown flags (named) and flags the advisor does not model."""
+    quant_basis: str = ""
+    """Where `--cmd`'s quantization came from (a checkpoint record, the file's or repo's name, a flag); empty:
+    given with --quant, or chosen."""
     batch_size: int = 1
     """Training: sequences per GPU per step."""
     seq_len: int = 2048
