@@ -6,11 +6,11 @@ For the steady-stream `vllm bench serve` rows on A100s (tests/data/vllm_moe_tp_m
 vllm_moe_tp_sweeps.csv, and vllm_a100_context.csv: GLM-4.6-FP8 under TP 8 and the dense Qwen3-32B on one GPU), the
 step the serving answer computes (advisor.engine.serving._with_speeds): the running decodes plus the prompts that
 replace finished requests, what one GPU reads (weights, of them the routed experts, and KV cache) at the decode
-fraction, its FLOPs as advisor.engine.speed.decode_step counts them (active bytes over the file's average width) and
-at each part's own width (the routed experts and the rest apart: gpt-oss stores BF16 attention beside MXFP4
-experts), the compute time at the paged matrix-product fraction, the fixed cost and the all-reduces (at the decode
-tokens, as the answer counts them, and at every token the step computes). Nothing is fitted or changed here; the
-measured-to-predicted ratio of each row is what tests/data/vllm_moe_tp_sweeps.md discusses.
+fraction, its FLOPs (each part's parameters at its own width, advisor.engine.speed.token_params) at the paged
+matrix-product fraction with the MoE factors of a decode step (rules/speed.toml), the fixed cost and the
+all-reduces (at the decode tokens and at every token the step computes, as the answer counts them). Nothing is
+fitted or changed here; the measured-to-predicted ratio of each row is what tests/data/vllm_moe_tp_sweeps.md
+discusses.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def step_parts(sc, placement, serving) -> dict[str, float]:
     reads = d.weights_bytes - d.expert_bytes * (1 - spd.active_fraction(model, round(tokens)))
     rest, experts = spd.token_params(sc, placement)[0]
     bw = g.memory_bandwidth_gb_s * 1e9 * spd.decode_efficiency(g, sc.quant, sc.rules)
-    rate = g.fp16_tflops * 1e12 * spd.matmul_efficiency(sc, g, model.is_moe)
+    moe = sc.rules.speed.decode.family_moe_compute.get(sc.runtime.family, 1.0) if model.is_moe else 1.0
+    rate = g.fp16_tflops * 1e12 * spd.matmul_efficiency(sc, g, model.is_moe) * moe
     step = spd.decode_step(sc, placement, kv_depth_bytes=[int(kv)] * len(placement.devices), streams=running,
                            tokens=tokens)
     links = [link_times(sc, placement, prompt, n) for n in (running, math.ceil(tokens))]

@@ -126,12 +126,11 @@ def prompt_log_error(catalog: Catalog, run: PromptRun) -> float:
     return math.log(got / run.measured)
 
 
-def with_fraction(catalog: Catalog, value: float, key: str = "family_efficiency") -> Catalog:
-    """The catalog with the paged family's factor `key` ([prefill] family_efficiency or family_moe_efficiency) set
-    to `value`."""
-    pre = catalog.rules.speed.prefill
-    pre = dataclasses.replace(pre, **{key: {**getattr(pre, key), FAMILY: value}})
-    rules = dataclasses.replace(catalog.rules, speed=dataclasses.replace(catalog.rules.speed, prefill=pre))
+def with_fraction(catalog: Catalog, value: float, key: str = "family_efficiency", section: str = "prefill") -> Catalog:
+    """The catalog with the paged family's factor `key` of rules/speed.toml [`section`] set to `value`."""
+    sec = getattr(catalog.rules.speed, section)
+    sec = dataclasses.replace(sec, **{key: {**getattr(sec, key), FAMILY: value}})
+    rules = dataclasses.replace(catalog.rules, speed=dataclasses.replace(catalog.rules.speed, **{section: sec}))
     return dataclasses.replace(catalog, rules=rules)
 
 
@@ -169,29 +168,92 @@ def fit(catalog: Catalog, leave_out: str | None = None) -> float:
 
 def fit_moe(catalog: Catalog, leave_out: str | None = None) -> float:
     """The MoE factor: the grid value with the least median over sources of each source's median |log error| on the
-    MoE prompt-heavy runs not from `leave_out` (a page of 8 runs counts as much as a page of 2), the paged fraction
-    fitted without it too (the lower on a tie)."""
+    MoE prompt-heavy runs not from `leave_out` (`_by_source`), the paged fraction fitted without it too (the lower
+    on a tie)."""
     book = with_fraction(catalog, fit(catalog, leave_out=leave_out))
-    runs = [r for r in prompt_runs(catalog) if r.source != leave_out]
-    key = (id(catalog), leave_out)
+    runs = prompt_runs(catalog)
+    key = (id(catalog), book.rules.speed.prefill.family_efficiency[FAMILY])
     if key not in _MOE:
         _MOE[key] = (catalog, {v: [prompt_log_error(with_fraction(book, v, MOE_KEY), r) for r in runs] for v in GRID})
-    errors, sources = _MOE[key][1], [r.source for r in runs]
-
-    def grouped(v: float) -> float:  # each source one vote, whatever its number of runs
-        return statistics.median(statistics.median(abs(e) for e, s in zip(errors[v], sources) if s == src)
-                                 for src in set(sources))
-    return min(GRID, key=lambda v: (grouped(v), v))
+    return min(GRID, key=lambda v: (_by_source([(r.source, e) for r, e in zip(runs, _MOE[key][1][v])
+                                                 if r.source != leave_out]), v))
 
 
 MOE_KEY = "family_moe_efficiency"
 _MOE: dict[tuple, tuple[Catalog, dict]] = {}
 
 
+def _steady_tpot(s):
+    """The median TPOT where the requests queue behind --max-num-seqs (a steady stream), else nothing."""
+    return _tpot(s) if s.running == s.max_num_seqs < s.requested else None
+
+
+def _burst_throughput(s):
+    """What the clients received where the runtime holds the whole burst (its TPOT is no steady figure)."""
+    return None if s.running == s.max_num_seqs < s.requested else s.output_tokens_per_s
+
+
+MOE_DECODE_FILES = ("vllm_moe_tp_sweeps.csv", "vllm_moe_tp_more.csv", "vllm_a100_context.csv",
+                    "vllm_moe_sharegpt_more.csv")
+
+
+def _moe_decode(r: dict) -> list[Obs]:
+    """A MoE ShareGPT run's figures: the median TPOT of a closed loop (`max_concurrency`) or of a steady stream,
+    else (the runtime held the whole burst) the output throughput."""
+    tp, loop = int(r["tensor_parallel"]), r.get("max_concurrency") or ""
+    opts = Options(runtime=r["runtime"], quant=r.get("quant") or None, ctx=int(r["max_model_len"]),
+                   prompt_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]),
+                   concurrency=int(loop or r["num_prompts"]), tensor_parallel=tp if tp > 1 else None)
+    label = f"{r['model']} {r.get('quant') or 'native'} {r['gpu']} tp{tp}" + (f" c={loop}" if loop else "")
+    tpot = Obs(_source(r), f"{label} TPOT", float(r["median_tpot_ms"]), r["gpu"], tp, r["model"], opts,
+               _tpot if loop else _steady_tpot)
+    out = Obs(_source(r), f"{label} output tok/s", float(r["output_tok_s"]), r["gpu"], tp, r["model"], opts,
+              _burst_throughput)
+    return [tpot] if loop else [tpot, out]
+
+
+def moe_decode_observations(catalog: Catalog) -> list[Obs]:
+    """The MoE ShareGPT runs of the catalog's models without expert parallel (MOE_DECODE_FILES)."""
+    out = []
+    for name in MOE_DECODE_FILES:
+        for r in csv.DictReader((DATA / name).open(encoding="utf-8")):
+            model = catalog.models.get(r["model"])
+            if model is not None and model.is_moe and r.get("expert_parallel", "0") != "1":
+                out += _moe_decode(r)
+    return out
+
+
+STEP_KEY = "family_moe_compute"
+_STEP: dict[tuple, tuple[Catalog, dict]] = {}
+
+
+def fit_step(catalog: Catalog, leave_out: str | None = None) -> float:
+    """The MoE decode factor: the grid value with the least median over sources of each source's median |log error|
+    on the MoE decode runs not from `leave_out`, the two prefill factors fitted without it too (the lower on a
+    tie)."""
+    book = with_fraction(with_fraction(catalog, fit(catalog, leave_out=leave_out)),
+                         fit_moe(catalog, leave_out=leave_out), MOE_KEY)
+    pre = book.rules.speed.prefill
+    obs = moe_decode_observations(catalog)
+    key = (id(catalog), pre.family_efficiency[FAMILY], getattr(pre, MOE_KEY)[FAMILY])
+    if key not in _STEP:
+        _STEP[key] = (catalog, {v: [_log_error(with_fraction(book, v, STEP_KEY, "decode"), o) for o in obs]
+                                for v in GRID})
+    return min(GRID, key=lambda v: (_by_source([(o.source, e) for o, e in zip(obs, _STEP[key][1][v])
+                                                 if o.source != leave_out and e is not None]), v))
+
+
+def _by_source(errors: list[tuple[str, float]]) -> float:
+    """The median over sources of each source's median |log error|: a page of 8 runs counts as one of 2."""
+    sources = {s for s, _ in errors}
+    return statistics.median(statistics.median(abs(e) for s, e in errors if s == src) for src in sources)
+
+
 def held_out_catalog(catalog: Catalog, source: str) -> Catalog:
     """The catalog whose paged factors were fitted without `source`'s rows."""
-    return with_fraction(with_fraction(catalog, fit(catalog, leave_out=source)), fit_moe(catalog, leave_out=source),
+    book = with_fraction(with_fraction(catalog, fit(catalog, leave_out=source)), fit_moe(catalog, leave_out=source),
                          MOE_KEY)
+    return with_fraction(book, fit_step(catalog, leave_out=source), STEP_KEY, "decode")
 
 
 def _print_prompt_runs(catalog: Catalog) -> None:
@@ -217,9 +279,15 @@ def main() -> int:
         print(f"{src[-60:]} (fit without it: {fit(catalog, src)}), predicted/measured - 1: {', '.join(errs)}")
     print("prompt-heavy runs (prompt tokens over the run's duration), each source held out:")
     _print_prompt_runs(catalog)
-    if "--check" in sys.argv[1:] and (stored, moe_stored) != (value, moe):
-        print(f"rules/speed.toml has {stored} / {moe_stored}; the fits give {value} / {moe}: write them there",
-              file=sys.stderr)
+    step, step_stored = fit_step(catalog), getattr(catalog.rules.speed.decode, STEP_KEY).get(FAMILY)
+    print(f"[decode] {STEP_KEY}.{FAMILY} fitted: {step} (rules/speed.toml: {step_stored}); MoE decode runs, each "
+          "source held out:")
+    for o in moe_decode_observations(catalog):
+        if (e := _log_error(held_out_catalog(catalog, o.source), o)) is not None:
+            print(f"  {o.source.split('performance-lab/')[-1]} {o.label}: {o.measured:g}, predicted {math.expm1(e):+.0%}")
+    if "--check" in sys.argv[1:] and (stored, moe_stored, step_stored) != (value, moe, step):
+        print(f"rules/speed.toml has {stored} / {moe_stored} / {step_stored}; the fits give {value} / {moe} / {step}: "
+              "write them there", file=sys.stderr)
         return 1
     return 0
 

@@ -9,11 +9,17 @@ prompts of the requests that replace finished ones (vLLM's chunked prefill rides
 a large batch turns compute-bound. The paged family's matrix-product fraction is fitted on these rows
 (bench/paged_fit.py), so each row is answered with the value fitted without its own source
 (`held_out_catalog`): every figure below is out of sample.
+
+Mixture-of-experts models (issue 27) take two more factors, fitted the same way: one on their prompt-heavy runs
+(tests/data/vllm_prompt_heavy.csv) for their products, one on their ShareGPT runs (the MoE rows of
+tests/data/vllm_moe_*.csv and vllm_a100_context.csv) for the products of a decode step; each run is answered with
+all three fitted without its page.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import statistics
 from pathlib import Path
 
@@ -26,7 +32,8 @@ from advisor.engine.options import Options
 from advisor.probe.flags import rig_from_flags
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from paged_fit import GRID, fit, held_out_catalog  # noqa: E402
+from paged_fit import (GRID, MOE_KEY, STEP_KEY, fit, fit_moe, fit_step, held_out_catalog,  # noqa: E402
+                       moe_decode_observations, predict, prompt_log_error, prompt_runs)
 
 DATA = Path(__file__).parent / "data" / "vllm_concurrency_sweeps.csv"
 ROWS = list(csv.DictReader(DATA.open(encoding="utf-8")))
@@ -37,9 +44,12 @@ ROWS = list(csv.DictReader(DATA.open(encoding="utf-8")))
 # streams, where 1,000 prompts give each client 2-8 requests, so ramp-up and drain weigh on the medians), and two
 # chat-endpoint RTX 4090 rows near the completions ones (tests/data/vllm_concurrency_sweeps.md).
 MEDIAN_ABS_ERR_MAX = 0.192  # 19.2% held out; issue 27's aggregate target is 20%
-WITHIN_25PCT_MIN = 13  # of 20
-# vLLM's "Output token throughput" (what the clients received per second, first tokens' waits included)
-OUTPUT_THROUGHPUT_MEDIAN_MAX = 0.191  # 19.1% held out over 20 rows (12.6% over the first 13)
+# 12 of 20 within 25% (13 while gpt-oss-120b's MoE rows joined the dense fraction's fit: they are scored by the MoE
+# factors now, fitted on by nothing else, and without them two sources' held-out fractions move 0.55 -> 0.6)
+WITHIN_25PCT_MIN = 12  # of 20
+# vLLM's "Output token throughput" (what the clients received per second, first tokens' waits included): 20.1% held
+# out over 20 rows (19.1% with gpt-oss-120b in the dense fit, as above; 12.6% over the first 13)
+OUTPUT_THROUGHPUT_MEDIAN_MAX = 0.202
 # median TTFT (issue 27: 30%): 23.8% over 20 rows (30.7% over the first 13), each source answered with the paged
 # factor fitted without it (bench/paged_fit.py). A new prompt waits out the step under way, then rides a step with
 # the running requests' decode tokens. Still off: the H100 source (-69..-44%: 60 ms at one stream for a 233-token
@@ -47,6 +57,15 @@ OUTPUT_THROUGHPUT_MEDIAN_MAX = 0.191  # 19.1% held out over 20 rows (12.6% over 
 # on the same server; SGLang's median on the same bench is 27 ms), the 2x A6000's 256 streams (-81%: a pool filled
 # near its end by ShareGPT's spread of lengths queues requests) and the RTX PRO 6000's 64-256 streams (+43..+85%)
 TTFT_MEDIAN_MAX = 0.239  # 23.81%
+# MoE decode under load (issue 27), held out by page: 19.3% median over 14 pages, 25 of 45 figures within 25%
+# (the step as the answer computed it before issue 27's third pass, a decode step's FLOPs over the file's average
+# width and no MoE factor: 143% over the same pages, 9 within 20%)
+MOE_DECODE_MEDIAN_MAX = 0.193
+MOE_DECODE_WITHIN_25PCT_MIN = 25
+# the MoE prefill factor's runs held out by page, 30.8% over 10 pages; the dense runs of the same measure (prompt
+# tokens over the run's duration, decode included) 26.7% with no MoE factor in them: the measure's own spread
+MOE_PROMPT_MEDIAN_MAX = 0.3084  # 30.84%
+DENSE_PROMPT_MEDIAN_MAX = 0.2675  # 26.7%
 
 
 def _source(r: dict) -> str:
@@ -76,9 +95,13 @@ def errors(catalog):
 
 
 def test_the_paged_fraction_is_what_its_fit_gives(catalog):
-    """rules/speed.toml holds bench/paged_fit.py's value, inside its grid and not at the grid's edge."""
-    stored = catalog.rules.speed.prefill.family_efficiency["paged"]
-    assert stored == fit(catalog) and GRID[0] < stored < GRID[-1]
+    """rules/speed.toml holds bench/paged_fit.py's values, inside its grid and not at the grid's edge: the dense
+    fraction, the MoE prefill factor and the MoE decode factor."""
+    speed = catalog.rules.speed
+    stored = (speed.prefill.family_efficiency["paged"], getattr(speed.prefill, MOE_KEY)["paged"],
+              getattr(speed.decode, STEP_KEY)["paged"])
+    assert stored == (fit(catalog), fit_moe(catalog), fit_step(catalog))
+    assert all(GRID[0] < v < GRID[-1] for v in stored)
 
 
 def test_the_rows_are_cited_and_complete():
@@ -185,51 +208,73 @@ def test_a_prompt_longer_than_the_step_budget_takes_a_step_per_chunk(catalog):
 
 
 
-MOE = list(csv.DictReader((DATA.parent / "vllm_moe_tp_sweeps.csv").open(encoding="utf-8")))
+def _by_source(pairs: list[tuple[str, float]]) -> float:
+    """The median over sources of each source's median |log error|, as a fraction."""
+    sources = {src for src, _ in pairs}
+    return math.expm1(statistics.median(statistics.median(abs(math.log1p(e)) for s, e in pairs if s == src)
+                                        for src in sources))
 
 
-def _moe(catalog, r: dict):
+@pytest.fixture(scope="module")
+def moe_errors(catalog):
+    """(observation, predicted / measured - 1 of the figure it reads: TPOT of a closed loop or steady stream, else
+    output throughput) of every MoE ShareGPT run without expert parallel (bench/paged_fit.py MOE_DECODE_FILES),
+    each answered with the paged factors fitted without its source."""
+    out = []
+    for o in moe_decode_observations(catalog):
+        got = o.read(predict(held_out_catalog(catalog, o.source), o))
+        if got is not None:
+            out.append((o, got / o.measured - 1))
+    return out
+
+
+def test_moe_decode_out_of_sample(moe_errors):
+    """Issue 27: MoE decode under load, 45 figures of 14 GPUStack pages (A100, H100, H200; gpt-oss, Qwen3-235B,
+    GLM-4.5-Air/4.6, DeepSeek R1/V3.2), none fitted on its own page. Each page counts once (`_by_source`)."""
+    for src in sorted({o.source for o, _ in moe_errors}):
+        mine = [f"{o.label} {e:+.0%}" for o, e in moe_errors if o.source == src]
+        print(f"\n{src.split('performance-lab/')[-1]}: {', '.join(mine)}")
+    median = _by_source([(o.source, e) for o, e in moe_errors])
+    within = sum(abs(e) <= 0.25 for _, e in moe_errors)
+    print(f"\nMoE decode under load: median over pages {median:.2%}, {within}/{len(moe_errors)} within 25%")
+    assert median <= MOE_DECODE_MEDIAN_MAX and within >= MOE_DECODE_WITHIN_25PCT_MIN
+
+
+def test_moe_prompt_heavy_out_of_sample(catalog):
+    """The MoE prefill factor's own runs (random 2,000- and 4,000-token prompts), each answered with the factors
+    fitted without its page; the dense runs of the same pages (no MoE factor in them) say how near the measure
+    (prompt tokens over the whole run) comes to a prefill rate."""
+    moe = [(r.source, math.expm1(prompt_log_error(held_out_catalog(catalog, r.source), r))) for r in prompt_runs(catalog)]
+    dense = [(r.source, math.expm1(prompt_log_error(catalog, r))) for r in prompt_runs(catalog, moe=False)]
+    print(f"\nMoE prompt-heavy runs: median over pages {_by_source(moe):.2%} ({len(moe)} runs); dense: "
+          f"{_by_source(dense):.2%} ({len(dense)} runs)")
+    assert _by_source(moe) <= MOE_PROMPT_MEDIAN_MAX and _by_source(dense) <= DENSE_PROMPT_MEDIAN_MAX
+
+
+A100_STEADY = [r for name in ("vllm_moe_tp_sweeps.csv", "vllm_moe_tp_more.csv", "vllm_a100_context.csv")
+               for r in csv.DictReader((DATA.parent / name).open(encoding="utf-8"))
+               if r["gpu"].startswith("a100") and r["model"] != "qwen3-32b"]
+MISSES = {  # held out (the factors fitted without the row's page), per-stream speed predicted / measured - 1
+    ("gpt-oss-120b", "1"): "-40%: gpt-oss's MXFP4 steps run faster than the 16- and 8-bit MoE pages' factor says",
+    ("gpt-oss-120b", "2"): "-30%, as tp 1",
+    ("qwen3-235b-a22b", "8"): "+26%: its FP8 TP 4 run on the same page is within 10%",
+}
+
+
+@pytest.mark.parametrize("r", [pytest.param(r, marks=pytest.mark.xfail(strict=True, reason="issue 27: " + why))
+                               if (why := MISSES.get((r["model"], r["tensor_parallel"]))) else r
+                               for r in A100_STEADY],
+                         ids=lambda r: f"{r['model']}-{r.get('quant') or 'native'}-tp{r['tensor_parallel']}")
+def test_moe_under_tensor_parallel_within_20pct(catalog, r):
+    """Issue 27's check: steady streams on A100s (1000 requests behind vLLM's 256 running), the median TPOT as a
+    per-stream speed within 20%, the paged factors fitted without the row's page."""
     tp = int(r["tensor_parallel"])
     rig = rig_from_flags(catalog, [f"{tp}x{r['gpu']}" if tp > 1 else r["gpu"]])
-    opts = Options(runtime="vllm", ctx=int(r["max_model_len"]), prompt_tokens=int(r["input_tokens"]),
-                   output_tokens=int(r["output_tokens"]), concurrency=int(r["num_prompts"]),
-                   tensor_parallel=tp if tp > 1 else None)
-    return evaluate(held_out_catalog(catalog, _source(r)), rig, catalog.models[r["model"]], opts).serving
-
-
-@pytest.mark.parametrize("r", MOE, ids=lambda r: f"{r['gpu']}-tp{r['tensor_parallel']}")
-def test_moe_under_tensor_parallel_out_of_sample(catalog, r):
-    """gpt-oss-120b (4 of 128 experts) at 1000 requests: a step reads the union of the experts its tokens
-    choose and each token multiplies only its own. Where the requests queue behind --max-num-seqs (a steady
-    stream: the A100 rows) the median TPOT is within 20%. Where the runtime's cap holds the whole burst (the
-    H100 rows) the TPOT is not a steady-state figure and is not met (predicted 2-2.7x slower per stream: vLLM
-    ran ~140-400 at once, not the pool's fill); what the clients received is within 46% there
-    (tests/data/vllm_moe_tp_sweeps.md)."""
-    s = _moe(catalog, r)
-    if s.running == s.max_num_seqs < int(r["num_prompts"]):
-        err, bound = float(r["median_tpot_ms"]) / (1000 / s.per_stream_decode_tokens_per_s) - 1, 0.20
-    else:
-        # 0.46: h100 tp1 +45.5%, tp4 +42.5% with the paged factor fitted without this source (0.55, bench/paged_fit.py;
-        # +32.7% and +30.7% at 0.5, before the RTX PRO 6000 and chat RTX 4090 sweeps joined the fit);
-        # +26.5% when vLLM borrowed llama.cpp's per-GPU prefill fractions (before issue 26's tile reads)
-        err, bound = s.output_tokens_per_s / float(r["output_tok_s"]) - 1, 0.46
-    print(f"{r['gpu']} tp{r['tensor_parallel']}: {err:+.1%}")
-    assert abs(err) <= bound
-
-MORE = list(csv.DictReader((DATA.parent / "vllm_moe_tp_more.csv").open(encoding="utf-8")))
-
-
-@pytest.mark.xfail(strict=True, reason="issue 27 open: 16- and 8-bit MoE under TP on vLLM 0.11 A100s predicted "
-                                       "2.2-2.6x too fast (tests/data/vllm_moe_tp_sweeps.md)")
-@pytest.mark.parametrize("r", MORE, ids=lambda r: f"{r['model']}-{r['quant']}-tp{r['tensor_parallel']}")
-def test_more_moe_under_tensor_parallel_within_20pct(catalog, r):
-    """Steady streams (1000 requests behind vLLM's 256 running): the median TPOT within issue 27's 20%."""
-    tp = int(r["tensor_parallel"])
-    rig = rig_from_flags(catalog, [f"{tp}x{r['gpu']}"])
-    opts = Options(runtime="vllm", quant=r["quant"], ctx=int(r["max_model_len"]), prompt_tokens=int(r["input_tokens"]),
-                   output_tokens=int(r["output_tokens"]), concurrency=int(r["num_prompts"]), tensor_parallel=tp)
+    opts = Options(runtime="vllm", quant=r.get("quant") or None, ctx=int(r["max_model_len"]),
+                   prompt_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]),
+                   concurrency=int(r["num_prompts"]), tensor_parallel=tp if tp > 1 else None)
     s = evaluate(held_out_catalog(catalog, _source(r)), rig, catalog.models[r["model"]], opts).serving
     assert s.running == s.max_num_seqs == 256  # the steady stream the rows are
     err = float(r["median_tpot_ms"]) / (1000 / s.per_stream_decode_tokens_per_s) - 1
-    print(f"{r['model']} {r['quant']} tp{tp}: {err:+.1%}")
+    print(f"{r['model']} tp{tp}: {err:+.1%}")
     assert abs(err) <= 0.20

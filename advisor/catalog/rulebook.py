@@ -202,6 +202,9 @@ class DecodeRules(Record):
     architecture has no fitted entry, or that runs another backend than its vendor's own (Vulkan)."""
     cpu_gflops: float = 0.0
     """CPU-only decode compute ceiling, GFLOP/s of matrix-vector work (0: bandwidth only)."""
+    family_moe_compute: dict[str, float] = field(default_factory=dict)
+    """A runtime family's factor on its MoE matrix fraction for the products of a mixture-of-experts model's decode
+    step (advisor.engine.speed.decode_step; fitted by bench/paged_fit.py); missing: 1."""
 
 
 @record

@@ -230,7 +230,8 @@ def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | 
     memory-bound until the FLOPs of `streams` tokens outgrow the memory time; then it is compute-bound. `tokens`
     is what the step computes when it carries more than one token per stream (a paged server's chunked prefill
     of the requests that replace finished ones rides in the same step; it defaults to `streams`). A MoE model's
-    products run at its MoE matrix fraction (`matmul_efficiency`).
+    products run at its MoE matrix fraction (`matmul_efficiency`) times the runtime family's `family_moe_compute`
+    (rules/speed.toml [decode]: a decode step gives each expert a few rows from many requests).
     """
     rig, model, quant, rules = sc.rig, sc.model, sc.quant, sc.rules
     layout = placement.layout or sc.layout
@@ -241,12 +242,13 @@ def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | 
     # experts: the FLOPs are per token's active parameters (the same for a dense model)
     per_token = _active_device_bytes(placement, layout, model, 1)
     params = token_params(sc, placement)
+    moe = float(rules.speed.decode.family_moe_compute.get(sc.runtime.family, 1.0)) if model.is_moe else 1.0
 
     def device_s(i: int, weights: float, kv_bytes: float) -> float:
         g = rig.gpus[i].spec
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
         share = min(weights / per_token[i], 1.0) if weights and per_token[i] else 0.0
-        flops = 2 * sum(params[i]) * share / (g.fp16_tflops * 1e12 * matmul_efficiency(sc, g, model.is_moe))
+        flops = 2 * sum(params[i]) * share / (g.fp16_tflops * 1e12 * matmul_efficiency(sc, g, model.is_moe) * moe)
         return max((weights + kv_bytes) / bw, flops * computed)
 
     used = [i for i, d in enumerate(placement.devices) if d.total_bytes]
