@@ -64,16 +64,27 @@ def estimate_speed(sc: Scenario, placement: Placement) -> Speed:
                  basis=_speed_basis(sc, placement), error_band=band)
 
 
+def _family_basis(sc: Scenario) -> str:
+    """What a runtime family's own factors make of the fractions (rules/speed.toml, bench/paged_fit.py)."""
+    speed, family = sc.rules.speed, sc.runtime.family
+    own = speed.prefill.family_efficiency.get(family)
+    if not own:
+        return ""
+    text = f", its matrix products {own:g} of them, fitted on cited vllm bench serve sweeps (bench/paged_fit.py)"
+    moe, step = speed.prefill.family_moe_efficiency.get(family), speed.decode.family_moe_compute.get(family)
+    if sc.model.is_moe and moe and step:
+        text += (f"; a MoE model's {moe:g} of that, and a decode step's {step:g} of that again, fitted on the GPUStack "
+                 f"performance lab's MoE runs")
+    return text
+
+
 def _speed_basis(sc: Scenario, placement: Placement) -> str:
     where = words_of(placement.strategy).reads
     basis = (f"decode: bytes read per token over the memory bandwidth of {where} at the achievable fraction "
              f"fitted to public llama-bench results; prefill: 2 x active parameters FLOPs per token over dense "
              f"FP16 tensor throughput at the fitted fraction")
-    own = sc.rules.speed.prefill.family_efficiency.get(sc.runtime.family)
     if not sc.runtime.speed_fitted:
-        basis += (f" (fitted on llama.cpp; {sc.runtime.name} is assumed to reach the same fractions"
-                  + (f", its matrix products {own:g} of them, fitted on cited vllm bench serve sweeps"
-                     f" (bench/paged_fit.py))" if own else ")"))
+        basis += f" (fitted on llama.cpp; {sc.runtime.name} is assumed to reach the same fractions{_family_basis(sc)})"
     if placement.host.weights_bytes and placement.strategy not in ("layer_split", "tensor_parallel"):
         basis += (f"; the part in system RAM is read at {sc.rig.ram_bandwidth_gb_s:g} GB/s "
                   f"({sc.rig.ram_bandwidth_basis or 'given'}) at the rulebook's CPU fraction") + _cpu_basis(sc)
