@@ -41,7 +41,8 @@ GRID = tuple(round(0.20 + 0.05 * i, 2) for i in range(17))  # 0.20 .. 1.00
 
 @dataclasses.dataclass(frozen=True)
 class Obs:
-    """One measured figure of one row: `read` takes it from the advisor's serving answer."""
+    """One measured figure of one row: `read` takes it from the advisor's serving answer (a prompt-heavy run has
+    none: `prompt_log_error` reads the prefill rate)."""
 
     source: str
     label: str
@@ -50,7 +51,7 @@ class Obs:
     tp: int
     model: str
     options: Options
-    read: Callable
+    read: Callable | None = None
 
 
 def _source(r: dict) -> str:
@@ -85,28 +86,17 @@ PROMPT_INPUTS = (2000, 4000)
 (4 output tokens, 1,000 requests) is the scheduler's."""
 
 
-@dataclasses.dataclass(frozen=True)
-class PromptRun:
-    """One prompt-heavy run: prompt tokens sent over its duration (the decode of its short outputs included)."""
-
-    source: str
-    label: str
-    measured: float
-    gpu: str
-    tp: int
-    model: str
-    options: Options
-
-
-def prompt_runs(catalog: Catalog, moe: bool = True) -> list[PromptRun]:
-    """The catalog models' prompt-heavy runs at PROMPT_INPUTS without expert parallel (the advisor does not place
+def prompt_runs(catalog: Catalog, moe: bool = True) -> list[Obs]:
+    """The catalog models' prompt-heavy runs (prompt tokens sent over each run's duration, the decode of its short
+    outputs included) at PROMPT_INPUTS without expert parallel (the advisor does not place
     experts apart under TP): MoE models' (`moe`) or dense ones' (the check that the measure is the prefill rate)."""
     out, seen = [], set()
     for r in csv.DictReader((DATA / "vllm_prompt_heavy.csv").open(encoding="utf-8")):
         model, printed = catalog.models.get(r["model"]), (r["duration_s"], r["total_input_tokens"],
                                                           r["total_generated_tokens"])
         # a block printed on two pages (glm-4.5-air's H100 page repeats its A100 page's) counts once, where first
-        copy, _ = printed in seen, seen.add(printed)
+        copy = printed in seen
+        seen.add(printed)
         if copy or model is None or model.is_moe != moe or int(r["input_tokens"]) not in PROMPT_INPUTS or \
                 r["expert_parallel"] == "1":
             continue
@@ -114,12 +104,12 @@ def prompt_runs(catalog: Catalog, moe: bool = True) -> list[PromptRun]:
         opts = Options(runtime=r["runtime"], quant=r["quant"] or None, ctx=p + o, prompt_tokens=p, output_tokens=o,
                        tensor_parallel=tp if tp > 1 else None)
         label = f"{r['model']} {r['quant'] or 'native'} {r['gpu']} tp{tp} {p // 1000}K {r['flags']}".strip()
-        out.append(PromptRun(_source(r), label, int(r["total_input_tokens"]) / float(r["duration_s"]), r["gpu"], tp,
-                             r["model"], opts))
+        out.append(Obs(_source(r), label, int(r["total_input_tokens"]) / float(r["duration_s"]), r["gpu"], tp,
+                       r["model"], opts))
     return out
 
 
-def prompt_log_error(catalog: Catalog, run: PromptRun) -> float:
+def prompt_log_error(catalog: Catalog, run: Obs) -> float:
     """log(the advisor's prefill rate for one prompt / the run's)."""
     rig = rig_from_flags(catalog, [f"{run.tp}x{run.gpu}" if run.tp > 1 else run.gpu])
     got = evaluate(catalog, rig, catalog.models[run.model], run.options).speed.prefill_tokens_per_s
