@@ -86,9 +86,9 @@ PROMPT_INPUTS = (2000, 4000)
 (4 output tokens, 1,000 requests) is the scheduler's."""
 
 
-def prompt_runs(catalog: Catalog, moe: bool = True) -> list[Obs]:
+def prompt_runs(catalog: Catalog, moe: bool = True, inputs: tuple[int, ...] = PROMPT_INPUTS) -> list[Obs]:
     """The catalog models' prompt-heavy runs (prompt tokens sent over each run's duration, the decode of its short
-    outputs included) at PROMPT_INPUTS without expert parallel (the advisor does not place
+    outputs included) of `inputs` prompt tokens without expert parallel (the advisor does not place
     experts apart under TP): MoE models' (`moe`) or dense ones' (the check that the measure is the prefill rate)."""
     out, seen = [], set()
     for r in csv.DictReader((DATA / "vllm_prompt_heavy.csv").open(encoding="utf-8")):
@@ -97,7 +97,7 @@ def prompt_runs(catalog: Catalog, moe: bool = True) -> list[Obs]:
         # a block printed on two pages (glm-4.5-air's H100 page repeats its A100 page's) counts once, where first
         copy = printed in seen
         seen.add(printed)
-        if copy or model is None or model.is_moe != moe or int(r["input_tokens"]) not in PROMPT_INPUTS or \
+        if copy or model is None or model.is_moe != moe or int(r["input_tokens"]) not in inputs or \
                 r["expert_parallel"] == "1":
             continue
         tp, p, o = int(r["tensor_parallel"]), int(r["input_tokens"]), int(r["output_tokens"])
@@ -109,11 +109,12 @@ def prompt_runs(catalog: Catalog, moe: bool = True) -> list[Obs]:
     return out
 
 
-def prompt_log_error(catalog: Catalog, run: Obs) -> float:
-    """log(the advisor's prefill rate for one prompt / the run's)."""
+def prompt_log_error(catalog: Catalog, run: Obs) -> float | None:
+    """log(the advisor's prefill rate for one prompt / the run's); None where the answer has no rate (the run's
+    prompt does not fit the rig as asked)."""
     rig = rig_from_flags(catalog, [f"{run.tp}x{run.gpu}" if run.tp > 1 else run.gpu])
     got = evaluate(catalog, rig, catalog.models[run.model], run.options).speed.prefill_tokens_per_s
-    return math.log(got / run.measured)
+    return math.log(got / run.measured) if got else None
 
 
 def with_fraction(catalog: Catalog, value: float, key: str = "family_efficiency", section: str = "prefill") -> Catalog:
@@ -166,7 +167,7 @@ def fit_moe(catalog: Catalog, leave_out: str | None = None) -> float:
     if key not in _MOE:
         _MOE[key] = (catalog, {v: [prompt_log_error(with_fraction(book, v, MOE_KEY), r) for r in runs] for v in GRID})
     return min(GRID, key=lambda v: (_by_source([(r.source, e) for r, e in zip(runs, _MOE[key][1][v])
-                                                 if r.source != leave_out]), v))
+                                                 if r.source != leave_out and e is not None]), v))
 
 
 MOE_KEY = "family_moe_efficiency"
@@ -247,11 +248,13 @@ def held_out_catalog(catalog: Catalog, source: str) -> Catalog:
 
 
 def _print_prompt_runs(catalog: Catalog) -> None:
-    """Each prompt-heavy run against the advisor with the factors fitted without its source (dense: the check)."""
-    for moe in (True, False):
-        for run in prompt_runs(catalog, moe):
+    """Each prompt-heavy run against the advisor with the factors fitted without its source (dense: the check; the
+    32,000-token prompts: attention's share, fitted on by nothing here)."""
+    for moe, inputs in ((True, PROMPT_INPUTS), (False, PROMPT_INPUTS), (True, (32000,)), (False, (32000,))):
+        for run in prompt_runs(catalog, moe, inputs):
             e = prompt_log_error(held_out_catalog(catalog, run.source), run)
-            print(f"  {'MoE  ' if moe else 'dense'} {run.label}: {run.measured:.0f} tok/s, predicted {math.expm1(e):+.0%}")
+            got = "does not fit as asked" if e is None else f"predicted {math.expm1(e):+.0%}"
+            print(f"  {'MoE  ' if moe else 'dense'} {run.label}: {run.measured:.0f} tok/s, {got}")
 
 
 def main() -> int:

@@ -237,6 +237,9 @@ class PrefillRules(Record):
     family_moe_efficiency: dict[str, float] = field(default_factory=dict)
     """A runtime family's factor on its own fraction for a mixture-of-experts model's matrix products (its
     grouped expert kernels, as `moe_efficiency` for llama.cpp's); missing: 1."""
+    fused_attention_families: tuple[str, ...] = ()
+    """The runtime families whose prompt attention always runs a fused (flash) kernel, whatever --flash-attn says
+    (advisor.engine.speed.attention_efficiency)."""
     token_tile_families: tuple[str, ...] = ()
     """The runtime families (rules/runtimes.toml `family`) whose prompt kernels `token_tile` describes."""
     cpu_gflops: float

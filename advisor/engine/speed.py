@@ -165,9 +165,11 @@ def matmul_efficiency(sc: Scenario, gpu: GpuSpec, moe: bool = False) -> float:
 
 def attention_efficiency(sc: Scenario, gpu: GpuSpec) -> float:
     """Share of dense FP16 throughput in prompt attention: the backend's fused (flash) attention where it is
-    on, else the plain attention fraction."""
+    on (always, for a runtime family whose prompt attention has no other kernel: `fused_attention_families`), else
+    the plain attention fraction."""
     s = sc.rules.speed.prefill
-    if flash_attention_on(sc.runtime, sc.rig, sc.options) and s.flash_attention_efficiency:
+    fused = sc.runtime.family in s.fused_attention_families or flash_attention_on(sc.runtime, sc.rig, sc.options)
+    if fused and s.flash_attention_efficiency:
         return float(s.flash_attention_efficiency.get(backend_of(gpu), s.flash_attention_efficiency.get(
             "default", s.attention_efficiency)))
     return float(s.attention_efficiency)
