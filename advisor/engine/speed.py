@@ -250,8 +250,8 @@ def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | 
         g = rig.gpus[i].spec
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
         share = min(weights / per_token[i], 1.0) if weights and per_token[i] else 0.0
-        flops = 2 * sum(params[i]) * share / (g.fp16_tflops * 1e12 * matmul_efficiency(sc, g, model.is_moe) * moe)
-        return max((weights + kv_bytes) / bw, flops * computed)
+        token_s = 2 * sum(params[i]) * share / (g.fp16_tflops * 1e12 * matmul_efficiency(sc, g, model.is_moe) * moe)
+        return max((weights + kv_bytes) / bw, token_s * computed)  # the weights' stream, or every token's products
 
     used = [i for i, d in enumerate(placement.devices) if d.total_bytes]
     if any(d.split_bytes for d in placement.devices):
