@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import math
 import statistics
 import sys
@@ -75,10 +76,15 @@ def _sweep(r: dict) -> list[Obs]:
             for name, col, read in (("TPOT", "median_tpot_ms", _tpot), ("TTFT", "median_ttft_ms", _ttft))]
 
 
+@functools.lru_cache(maxsize=None)
+def _rows(name: str) -> tuple[dict, ...]:
+    """A data file's rows, read once (the held-out fits ask for them per source)."""
+    return tuple(csv.DictReader((DATA / name).open(encoding="utf-8")))
+
+
 def observations() -> list[Obs]:
     """The figures the paged fraction is fitted on: the dense concurrency sweeps' TPOT and TTFT."""
-    rows = csv.DictReader((DATA / "vllm_concurrency_sweeps.csv").open(encoding="utf-8"))
-    return [o for r in rows for o in _sweep(r)]
+    return [o for r in _rows("vllm_concurrency_sweeps.csv") for o in _sweep(r)]
 
 
 PROMPT_INPUTS = (2000, 4000)
@@ -91,7 +97,7 @@ def prompt_runs(catalog: Catalog, moe: bool = True, inputs: tuple[int, ...] = PR
     outputs included) of `inputs` prompt tokens without expert parallel (the advisor does not place
     experts apart under TP): MoE models' (`moe`) or dense ones' (the check that the measure is the prefill rate)."""
     out, seen = [], set()
-    for r in csv.DictReader((DATA / "vllm_prompt_heavy.csv").open(encoding="utf-8")):
+    for r in _rows("vllm_prompt_heavy.csv"):
         model, printed = catalog.models.get(r["model"]), (r["duration_s"], r["total_input_tokens"],
                                                           r["total_generated_tokens"])
         # a block printed on two pages (glm-4.5-air's H100 page repeats its A100 page's) counts once, where first
@@ -159,14 +165,14 @@ def fit(catalog: Catalog, leave_out: str | None = None) -> float:
 
 def fit_moe(catalog: Catalog, leave_out: str | None = None) -> float:
     """The MoE factor: the grid value with the least median over sources of each source's median |log error| on the
-    MoE prompt-heavy runs not from `leave_out` (`_by_source`), the paged fraction fitted without it too (the lower
+    MoE prompt-heavy runs not from `leave_out` (`by_source`), the paged fraction fitted without it too (the lower
     on a tie)."""
     book = with_fraction(catalog, fit(catalog, leave_out=leave_out))
     runs = prompt_runs(catalog)
     key = (id(catalog), book.rules.speed.prefill.family_efficiency[FAMILY])
     if key not in _MOE:
         _MOE[key] = (catalog, {v: [prompt_log_error(with_fraction(book, v, MOE_KEY), r) for r in runs] for v in GRID})
-    return min(GRID, key=lambda v: (_by_source([(r.source, e) for r, e in zip(runs, _MOE[key][1][v])
+    return min(GRID, key=lambda v: (by_source([(r.source, e) for r, e in zip(runs, _MOE[key][1][v])
                                                  if r.source != leave_out and e is not None]), v))
 
 
@@ -207,7 +213,7 @@ def moe_decode_observations(catalog: Catalog) -> list[Obs]:
     """The MoE ShareGPT runs of the catalog's models without expert parallel (MOE_DECODE_FILES)."""
     out = []
     for name in MOE_DECODE_FILES:
-        for r in csv.DictReader((DATA / name).open(encoding="utf-8")):
+        for r in _rows(name):
             model = catalog.models.get(r["model"])
             if model is not None and model.is_moe and r.get("expert_parallel", "0") != "1":
                 out += _moe_decode(r)
@@ -230,11 +236,11 @@ def fit_step(catalog: Catalog, leave_out: str | None = None) -> float:
     if key not in _STEP:
         _STEP[key] = (catalog, {v: [_log_error(with_fraction(book, v, STEP_KEY, "decode"), o) for o in obs]
                                 for v in GRID})
-    return min(GRID, key=lambda v: (_by_source([(o.source, e) for o, e in zip(obs, _STEP[key][1][v])
+    return min(GRID, key=lambda v: (by_source([(o.source, e) for o, e in zip(obs, _STEP[key][1][v])
                                                  if o.source != leave_out and e is not None]), v))
 
 
-def _by_source(errors: list[tuple[str, float]]) -> float:
+def by_source(errors: list[tuple[str, float]]) -> float:
     """The median over sources of each source's median |log error|: a page of 8 runs counts as one of 2."""
     sources = {s for s, _ in errors}
     return statistics.median(statistics.median(abs(e) for s, e in errors if s == src) for src in sources)

@@ -32,7 +32,7 @@ from advisor.engine.options import Options
 from advisor.probe.flags import rig_from_flags
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from paged_fit import (GRID, MOE_KEY, STEP_KEY, fit, fit_moe, fit_step, held_out_catalog,  # noqa: E402
+from paged_fit import (GRID, MOE_KEY, STEP_KEY, by_source, fit, fit_moe, fit_step, held_out_catalog,  # noqa: E402
                        moe_decode_observations, predict, prompt_log_error, prompt_runs)
 
 DATA = Path(__file__).parent / "data" / "vllm_concurrency_sweeps.csv"
@@ -214,10 +214,8 @@ def test_a_prompt_longer_than_the_step_budget_takes_a_step_per_chunk(catalog):
 
 
 def _by_source(pairs: list[tuple[str, float]]) -> float:
-    """The median over sources of each source's median |log error|, as a fraction."""
-    sources = {src for src, _ in pairs}
-    return math.expm1(statistics.median(statistics.median(abs(math.log1p(e)) for s, e in pairs if s == src)
-                                        for src in sources))
+    """paged_fit's median over sources of each source's median |log error|, of fractional errors, as a fraction."""
+    return math.expm1(by_source([(src, math.log1p(e)) for src, e in pairs]))
 
 
 @pytest.fixture(scope="module")

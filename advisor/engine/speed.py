@@ -223,6 +223,12 @@ def token_params(sc: Scenario, placement: Placement) -> list[tuple[float, float]
             for d in placement.devices]
 
 
+def moe_decode_factor(sc: Scenario) -> float:
+    """The runtime family's factor on a MoE model's matrix fraction in a decode step (rules/speed.toml [decode]
+    family_moe_compute); 1 for a dense model or a family without one."""
+    return float(sc.rules.speed.decode.family_moe_compute.get(sc.runtime.family, 1.0)) if sc.model.is_moe else 1.0
+
+
 def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | None = None, streams: int = 1,
                 host_kv_bytes: int = 0, tokens: float | None = None) -> StepTimes:
     """Seconds for one decode step of `streams` sequences.
@@ -244,7 +250,7 @@ def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | 
     # experts: the FLOPs are per token's active parameters (the same for a dense model)
     per_token = _active_device_bytes(placement, layout, model, 1)
     params = token_params(sc, placement)
-    moe = float(rules.speed.decode.family_moe_compute.get(sc.runtime.family, 1.0)) if model.is_moe else 1.0
+    moe = moe_decode_factor(sc)
 
     def device_s(i: int, weights: float, kv_bytes: float) -> float:
         g = rig.gpus[i].spec

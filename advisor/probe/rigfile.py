@@ -195,7 +195,8 @@ def rig_from_data(catalog: Catalog, data: dict[str, Any], where: str) -> Rig:
             raise AdvisorError(f"{w}: memory_basis must be \"free\" or \"total\", not {entry.memory_basis!r}")
         spec = _gpu_spec(catalog, entry, w)
         gen, lanes = parse_pcie(entry.pcie) if entry.pcie is not None else (spec.pcie_gen, spec.pcie_lanes)
-        cap, basis = _capacity(entry, spec, w, catalog.rules.memory.discrete_gpu.reserved_mib(spec.id, spec.vendor, spec.category))
+        reserved = catalog.rules.memory.discrete_gpu.reserved_mib(spec.id, spec.vendor, spec.category)
+        cap, basis = _capacity(entry, spec, w, reserved)
         if len(gpus) + entry.count > MAX_RIG_GPUS:
             raise AdvisorError(f"{where}: more than {MAX_RIG_GPUS} GPUs is more than one rig holds")
         for _ in range(entry.count):
