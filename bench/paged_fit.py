@@ -191,26 +191,36 @@ def _burst_throughput(s):
 
 
 MOE_DECODE_FILES = ("vllm_moe_tp_sweeps.csv", "vllm_moe_tp_more.csv", "vllm_a100_context.csv",
-                    "vllm_moe_sharegpt_more.csv")
+                    "vllm_moe_sharegpt_more.csv", "vllm_moe_more_sources.csv")
+
+
+def _loop_throughput(s):
+    """What a closed loop's clients received per second (a run that printed no TPOT)."""
+    return s.output_tokens_per_s
 
 
 def _moe_decode(r: dict) -> list[Obs]:
-    """A MoE ShareGPT run's figures: the median TPOT of a closed loop (`max_concurrency`) or of a steady stream,
-    else (the runtime held the whole burst) the output throughput."""
-    tp, loop = int(r["tensor_parallel"]), r.get("max_concurrency") or ""
-    opts = Options(runtime=r["runtime"], quant=r.get("quant") or None, ctx=int(r["max_model_len"]),
-                   prompt_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]),
-                   concurrency=int(loop or r["num_prompts"]), tensor_parallel=tp if tp > 1 else None)
+    """A MoE run's figures: the median TPOT of a closed loop (`max_concurrency`; its output throughput where the
+    source printed no TPOT) or of a steady stream, else (the runtime held the whole burst) the output throughput. A
+    run without --max-model-len is asked at its prompt and output."""
+    tp, loop, p, o = int(r["tensor_parallel"]), r.get("max_concurrency") or "", int(r["input_tokens"]), \
+        int(r["output_tokens"])
+    opts = Options(runtime=r["runtime"], quant=r.get("quant") or None, ctx=int(r["max_model_len"] or p + o),
+                   prompt_tokens=p, output_tokens=o, concurrency=int(loop or r["num_prompts"]),
+                   tensor_parallel=tp if tp > 1 else None)
     label = f"{r['model']} {r.get('quant') or 'native'} {r['gpu']} tp{tp}" + (f" c={loop}" if loop else "")
+    out = Obs(_source(r), f"{label} output tok/s", float(r["output_tok_s"]), r["gpu"], tp, r["model"], opts,
+              _loop_throughput if loop else _burst_throughput)
+    if not r["median_tpot_ms"]:
+        return [out] if loop else []
     tpot = Obs(_source(r), f"{label} TPOT", float(r["median_tpot_ms"]), r["gpu"], tp, r["model"], opts,
                _tpot if loop else _steady_tpot)
-    out = Obs(_source(r), f"{label} output tok/s", float(r["output_tok_s"]), r["gpu"], tp, r["model"], opts,
-              _burst_throughput)
     return [tpot] if loop else [tpot, out]
 
 
 def moe_decode_observations(catalog: Catalog) -> list[Obs]:
-    """The MoE ShareGPT runs of the catalog's models without expert parallel (MOE_DECODE_FILES)."""
+    """The MoE decode runs of the catalog's models without expert parallel (MOE_DECODE_FILES: the GPUStack lab's
+    ShareGPT runs, and the random-prompt closed loops of vllm_moe_more_sources.csv)."""
     out = []
     for name in MOE_DECODE_FILES:
         for r in _rows(name):
