@@ -47,6 +47,18 @@ def test_gpt_oss_120b_on_a_5090_is_mxfp4_with_experts_in_ram(catalog):
     assert "experts in RAM" in next(c for c in r.choices if c.picked).where
 
 
+@pytest.mark.parametrize("runtime", ["vllm", "sglang"])
+def test_a_published_checkpoint_is_its_own_floor_on_a_paged_server(catalog, runtime):
+    """gpt-oss on vLLM/SGLang loads OpenAI's mxfp4-bf16 checkpoint (4.25 bits a weight: the experts' figure), under
+    the MXFP4 GGUF's whole-file 4.63: the floor is the published format as the runtime loads it, so the pick is
+    the fitting checkpoint with its reason, not a fallback that claims nothing fits."""
+    r = _check(catalog, "gpt-oss-120b", ["a100-sxm4-80gb"], runtime=runtime)
+    assert r.quant.id == "mxfp4-bf16" and r.fits
+    assert quality_floor(catalog, r.model, r.options).admits(r.quant)
+    assert r.choice_why.startswith("the best quality above the floor that fits")
+    assert not any("no quantization fits fully" in f.message for f in r.findings)
+
+
 def test_70b_at_24k_on_two_3090s_takes_q8_0_kv_over_fewer_bits(catalog):
     # 24,576 tokens: Q4_K_M with a q8_0 cache fits with llama.cpp's 1 GiB fit margin left (at 32k it is only
     # tight, FIT005, and no longer the pick: tests/test_tight_consistency.py)

@@ -29,7 +29,7 @@ from advisor.engine.estimate import estimate_speed
 from advisor.engine.options import DEFAULT_CTX, Options
 from advisor.engine.placement import Placer
 from advisor.engine.placement.records import plain_fit
-from advisor.engine.quants import resolve_quant
+from advisor.engine.quants import native_format, resolve_quant
 from advisor.engine.scenario import Scenario
 from advisor.engine.strategies import words_of
 from advisor.record import Record, record
@@ -118,12 +118,15 @@ def quality_floor(catalog: Catalog, model: ModelSpec, options: Options) -> Floor
     if options.min_quality:
         q = resolve_quant(catalog, options.min_quality)
         return Floor(None, None, f"{q.id} or better: --min-quality", lowest=q.id, lowest_bpw=q.bits_per_weight)
-    lowest = f.model.get(model.id, "")
+    lowest, why = f.model.get(model.id, ""), "its own measurements (rules/quality.toml)"
     if not lowest and f.native_is_floor and model.native_quant:
-        lowest = model.native_quant
+        # the published format as the runtime loads it (vLLM's gpt-oss checkpoint is mxfp4-bf16, fewer bits per
+        # weight than the MXFP4 GGUF's whole-file figure, and is the same weights)
+        own = native_format(catalog, catalog.runtimes[options.runtime], model) if options.runtime in catalog.runtimes \
+            else None
+        lowest, why = (own.id if own else model.native_quant), "its published format"
     if lowest:
         q = resolve_quant(catalog, lowest)
-        why = "its published format" if lowest == model.native_quant else "its own measurements (rules/quality.toml)"
         return Floor(f.max_kld, f.min_bpw, f"{q.id} or better for {model.name}: {why}",
                      lowest=q.id, lowest_bpw=q.bits_per_weight)
     return Floor(f.max_kld, f.min_bpw,

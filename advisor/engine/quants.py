@@ -38,21 +38,23 @@ def quant_ladder(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None
     would describe files that do not exist)."""
     sel = catalog.rules.memory.selection
     ladder = [resolve_quant(catalog, q) for q in sel.ladder[runtime.ladder]]
-    native = _native(catalog, runtime, model)
+    native = native_format(catalog, runtime, model)
     if native is not None:
         ladder = [native]
     return ladder
 
 
 def fallback_quant(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None = None) -> QuantSpec:
-    native = _native(catalog, runtime, model)
+    native = native_format(catalog, runtime, model)
     if native is not None:
         return native
     sel = catalog.rules.memory.selection
     return resolve_quant(catalog, sel.fallback[runtime.ladder])
 
 
-def _native(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None) -> QuantSpec | None:
+def native_format(catalog: Catalog, runtime: RuntimeSpec, model: ModelSpec | None) -> QuantSpec | None:
+    """The model's published low-bit format as `runtime` loads it (gpt-oss: MXFP4 GGUF for llama.cpp, the
+    mxfp4-bf16 checkpoint for vLLM); None: none, or the runtime loads neither."""
     if model is None or not model.native_quant:
         return None
     q = resolve_quant(catalog, model.native_quant)
