@@ -232,7 +232,7 @@ def moe_errors(catalog):
     return out
 
 
-def test_the_other_sources_rows_are_cited_and_scored(catalog, moe_errors):
+def test_the_other_sources_rows_are_cited_and_scored(moe_errors):
     """Every row of tests/data/vllm_moe_more_sources.csv names its source in the .md beside it, and each of its
     sources is among the pages scored (no row is dropped by the loader unseen)."""
     data = DATA.parent / "vllm_moe_more_sources.csv"

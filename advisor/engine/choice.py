@@ -122,8 +122,8 @@ def quality_floor(catalog: Catalog, model: ModelSpec, options: Options) -> Floor
     if not lowest and f.native_is_floor and model.native_quant:
         # the published format as the runtime loads it (vLLM's gpt-oss checkpoint is mxfp4-bf16, fewer bits per
         # weight than the MXFP4 GGUF's whole-file figure, and is the same weights)
-        own = native_format(catalog, catalog.runtimes[options.runtime], model) if options.runtime in catalog.runtimes \
-            else None
+        runtime = catalog.runtimes.get(options.runtime)
+        own = native_format(catalog, runtime, model) if runtime else None
         lowest, why = (own.id if own else model.native_quant), "its published format"
     if lowest:
         q = resolve_quant(catalog, lowest)
