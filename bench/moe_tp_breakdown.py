@@ -63,7 +63,7 @@ def step_parts(sc, placement, serving) -> dict[str, float]:
     reads = d.weights_bytes - d.expert_bytes * (1 - spd.active_fraction(model, round(tokens)))
     rest, experts = spd.token_params(sc, placement)[0]
     bw = g.memory_bandwidth_gb_s * 1e9 * spd.decode_efficiency(g, sc.quant, sc.rules)
-    rate = g.fp16_tflops * 1e12 * spd.matmul_efficiency(sc, g, model.is_moe) * spd.moe_decode_factor(sc)
+    rate = spd.decode_flops_per_s(sc, g)
     step = spd.decode_step(sc, placement, kv_depth_bytes=[int(kv)] * len(placement.devices), streams=running,
                            tokens=tokens)
     links = [link_times(sc, placement, prompt, n) for n in (running, math.ceil(tokens))]

@@ -172,22 +172,26 @@ def fit_moe(catalog: Catalog, leave_out: str | None = None) -> float:
     key = (id(catalog), book.rules.speed.prefill.family_efficiency[FAMILY])
     if key not in _MOE:
         _MOE[key] = (catalog, {v: [prompt_log_error(with_fraction(book, v, MOE_KEY), r) for r in runs] for v in GRID})
-    return min(GRID, key=lambda v: (by_source([(r.source, e) for r, e in zip(runs, _MOE[key][1][v])
-                                                 if r.source != leave_out and e is not None]), v))
+    return _least_off(runs, _MOE[key][1], leave_out)
 
 
 MOE_KEY = "family_moe_efficiency"
 _MOE: dict[tuple, tuple[Catalog, dict]] = {}
 
 
+def _steady(s) -> bool:
+    """The requests queue behind --max-num-seqs: a steady stream."""
+    return s.running == s.max_num_seqs < s.requested
+
+
 def _steady_tpot(s):
-    """The median TPOT where the requests queue behind --max-num-seqs (a steady stream), else nothing."""
-    return _tpot(s) if s.running == s.max_num_seqs < s.requested else None
+    """The median TPOT of a steady stream, else nothing."""
+    return _tpot(s) if _steady(s) else None
 
 
 def _burst_throughput(s):
     """What the clients received where the runtime holds the whole burst (its TPOT is no steady figure)."""
-    return None if s.running == s.max_num_seqs < s.requested else s.output_tokens_per_s
+    return None if _steady(s) else s.output_tokens_per_s
 
 
 MOE_DECODE_FILES = ("vllm_moe_tp_sweeps.csv", "vllm_moe_tp_more.csv", "vllm_a100_context.csv",
@@ -246,7 +250,13 @@ def fit_step(catalog: Catalog, leave_out: str | None = None) -> float:
     if key not in _STEP:
         _STEP[key] = (catalog, {v: [_log_error(with_fraction(book, v, STEP_KEY, "decode"), o) for o in obs]
                                 for v in GRID})
-    return min(GRID, key=lambda v: (by_source([(o.source, e) for o, e in zip(obs, _STEP[key][1][v])
+    return _least_off(obs, _STEP[key][1], leave_out)
+
+
+def _least_off(obs: list[Obs], errors: dict[float, list], leave_out: str | None) -> float:
+    """The grid value whose log errors (`errors[v]`, one per observation, None where it does not apply) are least
+    off by source (`by_source`) over the observations not from `leave_out`, the lower on a tie."""
+    return min(GRID, key=lambda v: (by_source([(o.source, e) for o, e in zip(obs, errors[v])
                                                  if o.source != leave_out and e is not None]), v))
 
 

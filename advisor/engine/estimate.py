@@ -73,8 +73,8 @@ def _family_basis(sc: Scenario) -> str:
     text = f", its matrix products {own:g} of them, fitted on cited vllm bench serve sweeps (bench/paged_fit.py)"
     moe, step = speed.prefill.family_moe_efficiency.get(family), speed.decode.family_moe_compute.get(family)
     if sc.model.is_moe and moe and step:
-        text += (f"; a MoE model's {moe:g} of that, and a decode step's {step:g} of that again, fitted on the GPUStack "
-                 f"performance lab's MoE runs")
+        text += (f"; a MoE model's {moe:g} of that, and a decode step's {step:g} of that again, fitted on cited "
+                 f"vLLM MoE runs (bench/paged_fit.py)")
     return text
 
 

@@ -229,6 +229,12 @@ def moe_decode_factor(sc: Scenario) -> float:
     return float(sc.rules.speed.decode.family_moe_compute.get(sc.runtime.family, 1.0)) if sc.model.is_moe else 1.0
 
 
+def decode_flops_per_s(sc: Scenario, gpu: GpuSpec) -> float:
+    """FLOP/s a decode step's products reach on `gpu`: its matrix fraction, times the runtime family's MoE decode
+    factor for a MoE model (`moe_decode_factor`)."""
+    return gpu.fp16_tflops * 1e12 * matmul_efficiency(sc, gpu, sc.model.is_moe) * moe_decode_factor(sc)
+
+
 def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | None = None, streams: int = 1,
                 host_kv_bytes: int = 0, tokens: float | None = None) -> StepTimes:
     """Seconds for one decode step of `streams` sequences.
@@ -250,13 +256,12 @@ def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | 
     # experts: the FLOPs are per token's active parameters (the same for a dense model)
     per_token = _active_device_bytes(placement, layout, model, 1)
     params = token_params(sc, placement)
-    moe = moe_decode_factor(sc)
 
     def device_s(i: int, weights: float, kv_bytes: float) -> float:
         g = rig.gpus[i].spec
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
         share = min(weights / per_token[i], 1.0) if weights and per_token[i] else 0.0
-        token_s = 2 * sum(params[i]) * share / (g.fp16_tflops * 1e12 * matmul_efficiency(sc, g, model.is_moe) * moe)
+        token_s = 2 * sum(params[i]) * share / decode_flops_per_s(sc, g)
         return max((weights + kv_bytes) / bw, token_s * computed)  # the weights' stream, or every token's products
 
     used = [i for i, d in enumerate(placement.devices) if d.total_bytes]
