@@ -60,8 +60,8 @@ def step_parts(sc, placement, serving) -> dict[str, float]:
     tokens = running + (running - 1) * prompt / output
     d = placement.devices[0]
     kv = d.kv_cache_bytes * running * (prompt + output / 2) / sc.ctx
-    reads = d.weights_bytes - d.expert_bytes * (1 - spd.active_fraction(model, round(tokens)))
-    rest, experts = spd.token_params(sc, placement)[0]
+    reads = d.weights_bytes - d.embed_bytes - d.expert_bytes * (1 - spd.active_fraction(model, round(tokens)))
+    params = spd.token_params(sc, placement)[0]
     bw = g.memory_bandwidth_gb_s * 1e9 * spd.decode_efficiency(g, sc.quant, sc.rules)
     rate = spd.decode_flops_per_s(sc, g)
     step = spd.decode_step(sc, placement, kv_depth_bytes=[int(kv)] * len(placement.devices), streams=running,
@@ -69,7 +69,7 @@ def step_parts(sc, placement, serving) -> dict[str, float]:
     links = [link_times(sc, placement, prompt, n) for n in (running, math.ceil(tokens))]
     return {"tokens": tokens, "weights GB": d.weights_bytes / 1e9, "experts GB": d.expert_bytes / 1e9,
             "read ms": 1e3 * (reads + kv) / bw,
-            "compute ms": 1e3 * 2 * (rest + experts) * tokens / rate,
+            "compute ms": 1e3 * spd.step_flops(params, tokens, running) / rate,
             "fixed ms": 1e3 * step.overhead_s,
             "links ms": 1e3 * (links[0].decode_s if links[0] else 0.0),
             "links at all tokens ms": 1e3 * (links[1].decode_s if links[1] else 0.0),

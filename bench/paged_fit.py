@@ -2,17 +2,18 @@
 
 llama.cpp's prefill fractions (rules/speed.toml [prefill], bench/calibrate.py) are its MMQ kernels' once the
 weights each tile re-reads are counted apart; a paged server's products run in cuBLAS/CUTLASS/Marlin/Triton kernels
-under a scheduler's step. Two factors are fitted here, each the grid value whose median |log error| is least:
+under a scheduler's step. Three factors are fitted here, each the grid value least off:
 
 - `[prefill] family_efficiency.paged` (advisor.engine.speed.matmul_efficiency), on the dense concurrency sweeps
-  (tests/data/vllm_concurrency_sweeps.csv: median TPOT and TTFT);
+  (tests/data/vllm_concurrency_sweeps.csv: median TPOT and TTFT, each measure's median |log error| one vote);
 - `[prefill] family_moe_efficiency.paged`, a mixture-of-experts model's products against that (vLLM's fused-MoE
   kernels), on the prompt-heavy runs of MoE models (tests/data/vllm_prompt_heavy.csv, the random 2,000- and
-  4,000-token prompts: prompt tokens sent over the run's duration against the advisor's prefill rate).
+  4,000-token prompts: prompt tokens sent over the run's duration against the advisor's prefill rate);
+- `[decode] family_moe_compute.paged`, on a MoE decode step's products, on the MoE decode runs (vllm_moe_*.csv,
+  vllm_a100_context.csv), each page one vote.
 
-tests/test_vllm_concurrency.py scores every row with both fitted without the row's source (`held_out_catalog`), and
-the MoE decode rows under tensor parallel (vllm_moe_tp_*.csv) with neither fitted on them, so every figure it prints
-is out of sample.
+tests/test_vllm_concurrency.py scores every row with the factors fitted without the row's source
+(`held_out_catalog`), so every figure it prints is out of sample.
 
     python bench/paged_fit.py           # the fits, and each source's rows held out
     python bench/paged_fit.py --check   # exit 1 unless rules/speed.toml holds the fitted values
@@ -53,6 +54,7 @@ class Obs:
     model: str
     options: Options
     read: Callable | None = None
+    measure: str = ""
 
 
 def _source(r: dict) -> str:
@@ -72,7 +74,7 @@ def _sweep(r: dict) -> list[Obs]:
     opts = Options(runtime=r["runtime"], quant=r["quant"], ctx=p + o, prompt_tokens=p, output_tokens=o,
                    concurrency=int(r["concurrency"]), tensor_parallel=tp if tp > 1 else None)
     label = f"{r['gpu']} tp{tp} c={r['concurrency']}"  # the concurrency sweeps are of dense models
-    return [Obs(_source(r), f"{label} {name}", float(r[col]), r["gpu"], tp, r["model"], opts, read)
+    return [Obs(_source(r), f"{label} {name}", float(r[col]), r["gpu"], tp, r["model"], opts, read, name)
             for name, col, read in (("TPOT", "median_tpot_ms", _tpot), ("TTFT", "median_ttft_ms", _ttft))]
 
 
@@ -80,6 +82,9 @@ def _sweep(r: dict) -> list[Obs]:
 def _rows(name: str) -> tuple[dict, ...]:
     """A data file's rows, read once (the held-out fits ask for them per source)."""
     return tuple(csv.DictReader((DATA / name).open(encoding="utf-8")))
+
+
+MEASURES = ("TPOT", "TTFT")
 
 
 def observations() -> list[Obs]:
@@ -155,12 +160,19 @@ def _grid_errors(catalog: Catalog) -> dict[float, tuple]:
 
 
 def fit(catalog: Catalog, leave_out: str | None = None) -> float:
-    """The grid value with the least median |log error| over the observations not from `leave_out` (the lower
-    on a tie)."""
-    keep = [o.source != leave_out for o in observations()]
-    grid = _grid_errors(catalog)
-    return min(GRID, key=lambda v: (statistics.median(abs(e) for e, k in zip(grid[v], keep) if k and e is not None),
-                                    v))
+    """The grid value with the least mean over the two measures (TPOT, TTFT) of each one's median |log error| on
+    the observations not from `leave_out` (the lower on a tie): each measure one vote, as each page is one in the
+    MoE fits. (One median over both measures lands where their errors interleave: after the decode step stopped
+    multiplying the input embedding it picked 0.5, where TPOT's median is the same at 0.5, 0.55 and 0.6 and TTFT's
+    is least at 0.55; tests/data/vllm_moe_tp_sweeps.md.)"""
+    obs, grid = observations(), _grid_errors(catalog)
+
+    def off(v: float) -> float:
+        return statistics.fmean(statistics.median(abs(e) for e, o in zip(grid[v], obs)
+                                                  if o.source != leave_out and e is not None and o.measure == m)
+                                for m in MEASURES)
+
+    return min(GRID, key=lambda v: (off(v), v))
 
 
 def fit_moe(catalog: Catalog, leave_out: str | None = None) -> float:

@@ -73,13 +73,12 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
             extra = [0] * n
     shared = (body - sum(extra)) / n
     body_bits = quant.body_bits
-    edge_bits = quant.embed_bits if quant.linear_bits is not None else bpw
+    edge_bits = embed_bits(quant)
     experts_bits = expert_bits(model, quant)
     to_bytes = lambda p: int(round(p * body_bits / 8))  # noqa: E731
     expert_to_bytes = lambda p: int(round(p * experts_bits / 8))  # noqa: E731
     edge = int(round(embed * edge_bits / 8))
-    # An untied output head the format quantizes on its own (EXL3 --head_bits) is not the embedding's size.
-    out = int(round(embed * quant.head_bits / 8)) if quant.head_bits and not model.tied_embeddings else edge
+    out = int(round(embed * head_bits(model, quant) / 8))
     ple_bytes = int(round(ple * edge_bits / 8))
     expert_b = tuple(expert_to_bytes(p) for p in expert_params)
     layer_bytes = tuple(to_bytes(shared + extra[il] - expert_params[il]) + expert_b[il] for il in range(n))
@@ -90,6 +89,18 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
         layer_bytes=layer_bytes,
         expert_bytes=expert_b,
     )
+
+
+def embed_bits(quant: QuantSpec) -> float:
+    """Bits per weight of the token embedding: the format's own where it states its linear layers apart, else
+    the file's average."""
+    return quant.embed_bits if quant.linear_bits is not None else quant.bits_per_weight
+
+
+def head_bits(model: ModelSpec, quant: QuantSpec) -> float:
+    """Bits per weight of the output head: an untied head the format quantizes on its own (EXL3 --head_bits) is
+    not the embedding's width."""
+    return quant.head_bits if quant.head_bits and not model.tied_embeddings else embed_bits(quant)
 
 
 def expert_bits(model: ModelSpec, quant: QuantSpec) -> float:

@@ -207,20 +207,39 @@ def active_fraction(model: ModelSpec, streams: int = 1) -> float:
 
 def _active_device_bytes(placement: Placement, layout: mem.WeightsLayout, model: ModelSpec,
                          streams: int = 1) -> list[float]:
-    """Weights each GPU reads per decode step: everything but its routed experts (attention, router,
-    dense and shared-expert weights), plus the share of its experts the step's tokens choose."""
+    """Weights each GPU reads per decode step: everything but its routed experts and its input embedding
+    (attention, router, dense and shared-expert weights, the output head), plus the share of its experts the
+    step's tokens choose; a token reads one row of the embedding."""
     frac = active_fraction(model, streams)
-    return [max(d.weights_bytes - d.expert_bytes * (1 - frac), 0.0) for d in placement.devices]
+    return [max(d.weights_bytes - d.embed_bytes - d.expert_bytes * (1 - frac), 0.0) for d in placement.devices]
 
 
-def token_params(sc: Scenario, placement: Placement) -> list[tuple[float, float]]:
-    """Parameters one token multiplies on each device: (all but its routed experts, its share of the routed
-    experts a token chooses), each part's bytes at its own width (gpt-oss keeps BF16 attention, router and head
-    beside MXFP4 experts: the file's average width would count its FLOPs 2.26x)."""
+class TokenParams(NamedTuple):
+    """Parameters one token multiplies on one device, each part's bytes at its own width (gpt-oss keeps BF16
+    attention, router and head beside MXFP4 experts: the file's average width would count its FLOPs 2.26x)."""
+
+    body: float
+    """Everything but the routed experts, the input embedding (looked up) and the output head."""
+    experts: float
+    """Its share of the routed experts a token chooses."""
+    head: float
+    """The output head: multiplied only for a row the step samples."""
+
+
+def token_params(sc: Scenario, placement: Placement) -> list[TokenParams]:
+    """Each device's `TokenParams`."""
     k = active_fraction(sc.model, 1)
     rest_b, expert_b = max(sc.quant.body_bits, 1e-9) / 8, max(mem.expert_bits(sc.model, sc.quant), 1e-9) / 8
-    return [(max(d.weights_bytes - d.expert_bytes, 0) / rest_b, d.expert_bytes * k / expert_b)
+    head_b = max(mem.head_bits(sc.model, sc.quant), 1e-9) / 8
+    return [TokenParams(max(d.weights_bytes - d.expert_bytes - d.embed_bytes - d.head_bytes, 0) / rest_b,
+                        d.expert_bytes * k / expert_b, d.head_bytes / head_b)
             for d in placement.devices]
+
+
+def step_flops(p: TokenParams, tokens: float, samples: float) -> float:
+    """FLOPs of one device's products in a step that computes `tokens` tokens and samples `samples` rows (one
+    a decoding stream: a paged server's chunked-prefill tokens in the same step are not sampled)."""
+    return 2 * ((p.body + p.experts) * tokens + p.head * samples)
 
 
 def moe_decode_factor(sc: Scenario) -> float:
@@ -261,8 +280,8 @@ def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | 
         g = rig.gpus[i].spec
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
         share = min(weights / per_token[i], 1.0) if weights and per_token[i] else 0.0
-        token_s = 2 * sum(params[i]) * share / decode_flops_per_s(sc, g)
-        return max((weights + kv_bytes) / bw, token_s * computed)  # the weights' stream, or every token's products
+        flops = share * step_flops(params[i], computed, streams)
+        return max((weights + kv_bytes) / bw, flops / decode_flops_per_s(sc, g))  # the weights' stream, or the products
 
     used = [i for i, d in enumerate(placement.devices) if d.total_bytes]
     if any(d.split_bytes for d in placement.devices):

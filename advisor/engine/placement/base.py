@@ -55,6 +55,14 @@ class PlacerBase:
         tp = self.parallel_sizes()[0] if self.runtime.pipeline_split == "even" else 1
         return vision_use(self.scenario, self.flash_attention, tp, self.batch_defaults())
 
+    def edges(self) -> tuple[int, int]:
+        """(bytes only looked up, bytes of the output head) of a runtime that holds one copy of each matrix:
+        a tied embedding is the head, leaving only the per-layer embeddings (Gemma 3n/4) looked up."""
+        lay = self.layout
+        if self.model.tied_embeddings:
+            return lay.embed_bytes - lay.output_bytes, lay.output_bytes
+        return lay.embed_bytes, lay.output_bytes
+
     def _vision_on_host(self) -> int:
         """The vision tower's bytes in system RAM (llama.cpp's --no-mmproj-offload, or no GPU)."""
         return self.vision.extra_bytes(None, 0) if self.vision is not None else 0

@@ -46,8 +46,10 @@ def layers(p: PlacerBase, ctx: int, n_gpu_layers: int, cpu_experts: frozenset[in
             k[d] += kv[il]
             nl[d] += 1
     out_dev = devs[n]
+    look, head = [0] * len(p.caps), [0] * len(p.caps)
     if out_dev >= 0:
         w[out_dev] += p.layout.output_bytes
+        head[out_dev] = p.layout.output_bytes
     else:
         host_w += p.layout.output_bytes
     if not p.embed_on_host and not (p.model.tied_embeddings and out_dev >= 0):
@@ -56,6 +58,7 @@ def layers(p: PlacerBase, ctx: int, n_gpu_layers: int, cpu_experts: frozenset[in
         first = next((d for d in devs if d >= 0), -1)
         if first >= 0:
             w[first] += p.layout.embed_bytes
+            look[first] = p.layout.embed_bytes
         else:
             host_w += p.layout.embed_bytes
     used = sorted({d for d in devs if d >= 0} | {g for g in on_gpu.values() if g < len(w)})
@@ -63,7 +66,7 @@ def layers(p: PlacerBase, ctx: int, n_gpu_layers: int, cpu_experts: frozenset[in
     for i, g in enumerate(p.rig.gpus):
         over = p._overhead(ctx, holds_output=(i == out_dev), gpu=i) if (i in used) else 0
         devices.append(DeviceUse(g.label, g.name or g.spec.name, w[i], k[i], over, p.caps[i], nl[i],
-                                 i == out_dev, e[i]))
+                                 i == out_dev, e[i], embed_bytes=look[i], head_bytes=head[i]))
     host = p._host(host_w, host_k, n - sum(nl), gpu_bytes=sum(d.total_bytes for g, d in zip(p.rig.gpus, devices)
                                         if g.node == p.rig.gpus[0].node),
                       expert_bytes=host_e)

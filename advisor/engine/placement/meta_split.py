@@ -92,7 +92,8 @@ def meta_split(p: PlacerBase, ctx: int) -> Placement:
     devices = tuple(
         DeviceUse(g.label, g.name or g.spec.name, int(w[i]), int(k[i]),
                   p._overhead(ctx, holds_output=True, heads=max(round(m.attention_heads * share[i]), 1), gpu=i),
-                  p.caps[i], m.layers, True, int(e[i]))
+                  p.caps[i], m.layers, True, int(e[i]), embed_bytes=0 if p.embed_on_host else lay.embed_bytes,
+                  head_bytes=int(lay.output_bytes * out_fr[i]))
         for i, g in enumerate(p.rig.gpus))
     ok = all(d.fits for d in devices)
     over = next((d for d in devices if not d.fits), None)

@@ -30,6 +30,12 @@ class DeviceUse(Record):
     split_bytes: int = 0
     """This GPU's rows of the matrices a row split divides over all GPUs (part of `weights_bytes`): every
     GPU multiplies its rows at the same time; the rest of a layer runs on the layer's own GPU."""
+    embed_bytes: int = 0
+    """The input token embedding's share here (part of `weights_bytes`): a token looks up one row of it and
+    multiplies none (a tied embedding that is also the output head counts as `head_bytes`)."""
+    head_bytes: int = 0
+    """The output head's share here (part of `weights_bytes`): multiplied only for the rows a step samples
+    (each decoding sequence), not for the prompt tokens a paged server's step carries."""
 
     @property
     def total_bytes(self) -> int:

@@ -74,14 +74,19 @@ def row_split(p: PlacerBase, ctx: int) -> Placement:
         nl[d] += 1
         deal(lay.layer_bytes[il] - ew, d, mem.row_split_matrices(m, il, lay))
     out_dev = devs[m.layers]
+    before = [own[i] + split[i] for i in range(n)]
     deal(lay.output_bytes, out_dev, [(m.vocab_size, m.hidden_size)])
+    head = [own[i] + split[i] - before[i] for i in range(n)]
+    look = [0] * n
     if not p.embed_on_host:  # a runtime that keeps the input embedding on the GPU: with layer 0
         own[devs[0]] += lay.embed_bytes
+        look[devs[0]] = lay.embed_bytes
     used = {i for i in range(n) if own[i] or split[i]}
     devices = tuple(
         DeviceUse(g.label, g.name or g.spec.name, own[i] + split[i], k[i],
                   p._overhead(ctx, holds_output=(i == out_dev), gpu=i) if i in used else 0,
-                  p.caps[i], nl[i], i == out_dev, e[i], split_bytes=split[i])
+                  p.caps[i], nl[i], i == out_dev, e[i], split_bytes=split[i], embed_bytes=look[i],
+                  head_bytes=head[i])
         for i, g in enumerate(p.rig.gpus))
     ok = all(d.fits for d in devices)
     return Placement("tensor_parallel", devices, p._host(p.layout.embed_bytes if p.embed_on_host else 0,

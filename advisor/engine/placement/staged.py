@@ -35,10 +35,10 @@ def staged(p: PlacerBase, ctx: int) -> Placement:
         start += count
         w = sum(lay.layer_bytes[il] for il in layers)
         e = sum(lay.expert_bytes[il] for il in layers)  # what a token reads only k of E of
-        if s_i == 0:
-            w += lay.embed_bytes
-        if s_i == pp - 1 and not (m.tied_embeddings and pp == 1):
-            w += lay.output_bytes
+        # the embedding with the first stage, the head with the last (one matrix when tied on one stage)
+        look, head = p.edges() if m.tied_embeddings and pp == 1 else \
+            (lay.embed_bytes if s_i == 0 else 0, lay.output_bytes if s_i == pp - 1 else 0)
+        w += look + head
         k = sum(kv[il] for il in layers) * kv_share
         for t in range(tp):
             i = s_i * tp + t
@@ -49,7 +49,8 @@ def staged(p: PlacerBase, ctx: int) -> Placement:
             devices.append(DeviceUse(g.label, g.name or g.spec.name, gw - moved, int(k),
                                      p._overhead(ctx, holds_output=(s_i == pp - 1),
                                                     heads=m.attention_heads // tp, gpu=i),
-                                     p.caps[i], count, s_i == pp - 1, max(int(e / tp) - moved, 0)))
+                                     p.caps[i], count, s_i == pp - 1, max(int(e / tp) - moved, 0),
+                                     embed_bytes=int(look / tp), head_bytes=int(head / tp)))
     for g in p.rig.gpus[tp * pp:]:  # GPUs the run does not use
         devices.append(DeviceUse(g.label, g.name or g.spec.name, 0, 0, 0, p.caps[len(devices)], 0))
     host = p._host(host_w, 0, 0)

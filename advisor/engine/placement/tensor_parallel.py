@@ -23,20 +23,19 @@ def tensor_parallel(p: PlacerBase, ctx: int) -> Placement:
     kv_share = kv_total * max(1 / n, 1 / max(m.kv_heads, 1)) if not m.is_mla else kv_total
     weights = p.layout.total_bytes
     experts = sum(p.layout.expert_bytes)  # cut like the rest (vLLM's FusedMoE shards every expert's matrices)
+    lookup, head = p.edges()  # the vocabulary-parallel embedding and head, cut like the rest
     if by_memory:
         total_cap = sum(p.caps)
         frac = [c / total_cap for c in p.caps] if total_cap > 0 else [1 / n] * n
-        shares = [weights * f for f in frac]
-        ex = [experts * f for f in frac]
         kvs = [kv_total if m.is_mla else kv_total * f for f in frac]
     else:
-        shares = [weights / n] * n
-        ex = [experts / n] * n
+        frac = [1 / n] * n
         kvs = [kv_share] * n
     devices = tuple(
-        DeviceUse(g.label, g.name or g.spec.name, int(shares[i]), int(kvs[i]),
+        DeviceUse(g.label, g.name or g.spec.name, int(weights * frac[i]), int(kvs[i]),
                   p._overhead(ctx, holds_output=True, heads=m.attention_heads // n, gpu=i), p.caps[i],
-                  m.layers, True, int(ex[i]))
+                  m.layers, True, int(experts * frac[i]), embed_bytes=int(lookup * frac[i]),
+                  head_bytes=int(head * frac[i]))
         for i, g in enumerate(p.rig.gpus))
     ok = all(d.fits for d in devices)
     return Placement("tensor_parallel", devices, p._host(0, 0, 0), fits=ok, runs=ok, gpu_layers=m.layers,
