@@ -538,7 +538,7 @@ class RuntimeSpec(Record):
     gpu_memory_utilization: float = 0.0
     """Fraction of each GPU the runtime reserves up front (vLLM); 0 when it allocates what it needs."""
     embeddings_on_host: bool = False
-    """The token-embedding matrix stays in host RAM when all layers are on the GPU (llama.cpp)."""
+    """The token-embedding matrix stays in host RAM when all layers are on the GPU (llama.cpp, ExLlamaV2)."""
     kv_types: tuple[str, ...] = ("f16",)
     """KV cache types it supports."""
     supports_tensor_parallel: bool = True

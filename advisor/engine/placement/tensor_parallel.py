@@ -21,9 +21,12 @@ def tensor_parallel(p: PlacerBase, ctx: int) -> Placement:
                                   f"{n} to divide one another")
     kv_total = sum(p._kv(ctx))
     kv_share = kv_total * max(1 / n, 1 / max(m.kv_heads, 1)) if not m.is_mla else kv_total
-    weights = p.layout.total_bytes
     experts = sum(p.layout.expert_bytes)  # cut like the rest (vLLM's FusedMoE shards every expert's matrices)
     lookup, head = p.edges()  # the vocabulary-parallel embedding and head, cut like the rest
+    # a runtime that keeps the embedding in system RAM (ExLlamaV2) holds it there whole, a tied head on the GPUs
+    host = p.layout.embed_bytes if p.embed_on_host else 0
+    weights = p.layout.total_bytes - (lookup if p.embed_on_host else 0)
+    lookup = 0 if p.embed_on_host else lookup
     if by_memory:
         total_cap = sum(p.caps)
         frac = [c / total_cap for c in p.caps] if total_cap > 0 else [1 / n] * n
@@ -38,6 +41,6 @@ def tensor_parallel(p: PlacerBase, ctx: int) -> Placement:
                   head_bytes=int(head * frac[i]))
         for i, g in enumerate(p.rig.gpus))
     ok = all(d.fits for d in devices)
-    return Placement("tensor_parallel", devices, p._host(0, 0, 0), fits=ok, runs=ok, gpu_layers=m.layers,
+    return Placement("tensor_parallel", devices, p._host(host, 0, 0), fits=ok, runs=ok, gpu_layers=m.layers,
                      problem="" if ok or p.runtime.supports_cpu_offload else
                      f"{p.runtime.name} cannot offload to system RAM and the GPUs are too small")
