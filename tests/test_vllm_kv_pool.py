@@ -25,9 +25,13 @@ GIB = 1024**3
 MIB = 1024**2
 ROWS = list(csv.DictReader(DATA.open(encoding="utf-8")))
 PREDICTED = [r for r in ROWS if r["gpu"]]
-# Errors reached (held out by source); the test fails if they grow. Not widened to pass.
-WITHIN_5PCT_MIN = 15
-MEDIAN_ABS_ERR_MAX = 0.012
+# Errors reached (held out by source); the test fails if they grow. Not widened to pass: 15 within 5% and 1.18%
+# before the rotary table (rules/runtimes.toml rotary_cache_bytes) came out of the pool. It takes a little of the
+# residual the sampler constant is fitted on, so the constant refitted without the L4/L40S source went 0.2 -> 0.0
+# copies (a fitted 0 had read as "no warm-up, logits for the whole batch", which put those rows at -6..-14%;
+# None says that now), and the median row moved from +1.18% to +1.27% (qwen3-14b on an L40S).
+WITHIN_5PCT_MIN = 16
+MEDIAN_ABS_ERR_MAX = 0.0127
 
 
 def _options(r: dict, **kw) -> Options:
@@ -239,15 +243,16 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
 
 
 # The memory the hybrid rows' pools came from, predicted from the card alone (capacity x 0.90 less weights,
-# activation peak, sampler warm-up, CUDA graphs and non-torch memory) against the logged "Available KV cache
-# memory": reached +14.6% (Qwen3.6, RTX 5090, max_num_seqs 1), +7.4% (Gemma 3, MI300X), +8.3% (Qwen3-Next,
-# 2x L40S), +7.8% (Llama 4 Scout, 8x H200). Issue 27 asks for 5%; what is missing is decomposed in
-# tests/data/vllm_hybrid_pool_logs.md ("From the card alone"). The test fails if an error grows; not widened to
-# pass: +14.8%, +8.0%, +8.2%, +8.3% since the driver reserves came from nvidia-smi captures per card (rules/memory.toml
+# activation peak, sampler warm-up, CUDA graphs, the rotary table and non-torch memory) against the logged "Available
+# KV cache memory": reached +14.2% (Qwen3.6, RTX 5090, max_num_seqs 1), +8.0% (Gemma 3, MI300X), +8.0% (Qwen3-Next,
+# 2x L40S), +5.5% (Llama 4 Scout, 8x H200: its 10,485,760-position rotary table is 2.5 GiB a GPU). Issue 27 asks
+# for 5%; what is missing is decomposed in tests/data/vllm_hybrid_pool_logs.md ("From the card alone"). The test
+# fails if an error grows; not widened to pass. Before the rotary table: +14.8%, +8.0%, +8.2%, +8.3%, since the
+# driver reserves came from nvidia-smi captures per card (rules/memory.toml
 # gpu_reserved_mib): the two A100 logs of vllm_kv_pool_logs.csv, now explained by their drivers' 612-816 MiB, stopped
 # lending the sampler constant their residual (1.4 -> 0.7 copies), and these cards keep ~0.5% more for the pool.
-CARD_ALONE_WORST = 0.148
-CARD_ALONE_MEDIAN = 0.083
+CARD_ALONE_WORST = 0.143  # +14.8% and 8.3% before the rotary table
+CARD_ALONE_MEDIAN = 0.081
 
 
 def _card_alone_error(catalog, r: dict) -> float:
@@ -267,3 +272,27 @@ def test_card_alone_memory_of_the_hybrid_rows_does_not_drift(catalog):
     print("\ncard-alone KV memory vs logged: " + ", ".join(f"{m} {e:+.1%}" for m, e in errs.items()))
     assert max(abs(e) for e in errs.values()) <= CARD_ALONE_WORST
     assert statistics.median(abs(e) for e in errs.values()) <= CARD_ALONE_MEDIAN
+
+
+def test_the_rotary_table_is_loaded_on_every_gpu(catalog):
+    """vLLM's RotaryEmbedding builds cos_sin_cache for every position up to max_position_embeddings in the model's
+    dtype on each GPU (rules/runtimes.toml rotary_cache_bytes): Llama 4 Scout Instruct's 10,485,760 positions x
+    128 x 2 B = 2.5 GiB a GPU come out of each GPU's pool; Qwen3-Next rotates 64 of its 256 dimensions."""
+    rig = rig_from_flags(catalog, ["8xh200-sxm"])
+    none = replace(catalog, runtimes={**catalog.runtimes, "vllm": replace(catalog.runtimes["vllm"],
+                                                                          rotary_cache_bytes=0.0)})
+    opts = Options(runtime="vllm", ctx=131072, tensor_parallel=8)
+    scout = catalog.models["llama-4-scout"]
+    got = [evaluate(c, rig, scout, opts).placement.devices for c in (catalog, none)]
+    assert all(a.overhead_bytes - b.overhead_bytes == 10_485_760 * 128 * 2 for a, b in zip(*got))
+    nxt = evaluate(catalog, rig, catalog.models["qwen3-next-80b-a3b"], opts).placement.devices[0].overhead_bytes
+    assert nxt - evaluate(none, rig, catalog.models["qwen3-next-80b-a3b"], opts).placement.devices[0].overhead_bytes \
+        == 262_144 * 64 * 2
+
+
+def test_no_sampler_copies_is_no_warm_up_not_the_whole_batch(catalog):
+    """A fitted 0 copies means the sampler's warm-up holds nothing; only a runtime without the term (None) holds
+    logits for the whole profile batch (a held-out refit of 0.0 had read as the latter)."""
+    r = next(r for r in PREDICTED if r["max_num_seqs"] and int(r["max_num_seqs"]) >= 64)
+    zero, small, whole = (_predict(catalog, r, c) for c in (0.0, 0.1, None))
+    assert zero >= small > whole

@@ -301,6 +301,9 @@ class ModelSpec(Record):
     attention_chunk_size: int = 0
     """The windowed layers attend within fixed chunks of this many tokens (Llama 4's chunked local attention,
     config.json `attention_chunk_size`) rather than a sliding window; 0: a sliding window, or none."""
+    rotary_dims: int = 0
+    """Dimensions of a head that RoPE rotates, where the config's `partial_rotary_factor` leaves some unrotated
+    (0: the whole head)."""
     kv_lora_rank: int = 0
     """Multi-head latent attention: compressed KV rank (0: not MLA)."""
     qk_rope_head_dim: int = 0
@@ -642,13 +645,17 @@ class RuntimeSpec(Record):
     """Tokens per KV cache page of a paged pool (the pool is a whole number of pages)."""
     cuda_graph_mib: float = 0.0
     """Per-GPU memory its captured CUDA graphs take, MiB (0 with eager mode)."""
+    rotary_cache_bytes: float = 0.0
+    """Bytes per value of the rotary position table it builds on each GPU at load for every position up to the
+    model's maximum (vLLM's RotaryEmbedding cos_sin_cache); 0: none counted."""
     max_num_seqs: int = 0
     """Most requests it decodes at once by default (0: no cap beyond memory)."""
     max_num_seqs_large: int = 0
     """The same on GPUs of `large_gpu_gib` and more (0: as `max_num_seqs`)."""
-    sampler_copies: float = 0.0
+    sampler_copies: float | None = None
     """Paged runtimes that profile their sampler with `max_num_seqs` requests: f32 copies of
-    (requests x vocabulary) its warm-up holds at the peak (0: logits for the whole profile batch instead)."""
+    (requests x vocabulary) its warm-up holds at the peak, 0 and up (None: logits for the whole profile batch
+    instead)."""
     sampler_basis: str = ""
     """Where `sampler_copies` comes from."""
     kv_groups: bool = False

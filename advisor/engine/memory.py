@@ -343,7 +343,7 @@ def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, heads: i
     width = model.moe_intermediate_size * max(model.experts_active, 1) if model.is_moe else model.intermediate_size
     act = ub * (4 * model.hidden_size + 3 * width * share) * 2
     holds_output, sequences = g.holds_output, g.sequences
-    if runtime.sampler_copies and sequences:
+    if runtime.sampler_copies is not None and sequences:
         # vLLM V1 computes logits only for the sampled rows of its profile batch and warms the sampler up
         # with max_num_seqs requests: a few f32 copies of (sequences x vocab) (runtimes.toml sampler_copies).
         logits = int(runtime.sampler_copies * model.vocab_size * sequences * 4) if holds_output else 0
@@ -355,6 +355,14 @@ def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, heads: i
 
 def context_bytes(runtime: RuntimeSpec) -> int:
     return int(runtime.context_mib * MIB)
+
+
+def rotary_cache_bytes(model: ModelSpec, runtime: RuntimeSpec) -> int:
+    """The cos/sin table a runtime builds for every position up to the model's maximum context, one per GPU
+    (vLLM: max_position x rotary dims in the model's dtype): the rotated part of a head (`rotary_dims`, an MLA
+    model's rope part), else the whole head."""
+    dims = model.qk_rope_head_dim if model.is_mla and model.qk_rope_head_dim else model.rotary_dims or model.head_dim
+    return int(runtime.rotary_cache_bytes * model.max_context * dims)
 
 
 def apple_working_set(vram_bytes: int, rules: Rulebook) -> int:

@@ -124,7 +124,8 @@ class PlacerBase:
             kv_rotated=mem.kv_rotated(self.model, rt, self.options.kv_type, self.rules))
         buf = mem.compute_buffer_bytes(self.model, rt, shape)
         if self.rig.gpus:
-            context += mem.attention_pool_bytes(self.model, rt, shape, gpu_backend(self.rig.gpus[gpu].spec))
+            context += mem.attention_pool_bytes(self.model, rt, shape, gpu_backend(self.rig.gpus[gpu].spec)) + \
+                mem.rotary_cache_bytes(self.model, rt)
         if self.vision is not None and self.rig.gpus:
             buf += self.vision.extra_bytes(gpu, buf - int(rt.compute_fixed_mib * mem.MIB))
         return context + buf
