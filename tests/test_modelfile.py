@@ -556,3 +556,27 @@ def test_loaded_model_is_frozen(tmp_path: Path) -> None:
     with pytest.raises(AttributeError):
         lm.exact = False  # type: ignore[misc]
     assert replace(lm, source="x").source == "x"
+
+
+@pytest.mark.parametrize("extra,dims", [
+    ({"partial_rotary_factor": 0.25}, 64),                                            # Qwen3-Next
+    ({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.25}}, 64),  # Qwen3.5/3.6
+    ({"partial_rotary_factor": 1.0}, 0),
+    ({}, 0),
+])
+def test_config_partial_rotary_factor_gives_the_rotated_dims(tmp_path: Path, extra: dict, dims: int) -> None:
+    """vLLM's rotary table spans the rotated dimensions only (advisor.engine.memory.rotary_cache_bytes)."""
+    cfg = {"model_type": "qwen3_next", "hidden_size": 2048, "intermediate_size": 5120, "num_hidden_layers": 4,
+           "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256, "vocab_size": 1000,
+           "max_position_embeddings": 262144, **extra}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert read_model(str(tmp_path / "config.json")).spec.rotary_dims == dims
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, "half", True])
+def test_config_partial_rotary_factor_out_of_range_is_one_line(tmp_path: Path, bad) -> None:
+    cfg = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 4096, "partial_rotary_factor": bad}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(AdvisorError, match="partial_rotary_factor"):
+        read_model(str(tmp_path / "config.json"))

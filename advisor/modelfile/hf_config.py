@@ -40,6 +40,19 @@ def text_config(cfg: Any, where: Path) -> dict[str, Any]:
     return {**cfg, **inner} if isinstance(inner, dict) else cfg
 
 
+def _rotary_dims(c: dict[str, Any], head_dim: int, where: Path) -> int:
+    """The dimensions of a head RoPE rotates where the config leaves some unrotated: `partial_rotary_factor` at the
+    top or in `rope_parameters` / `rope_scaling` (Qwen3.5/3.6/Next 0.25 of 256); 0: the whole head."""
+    for src in (c, c.get("rope_parameters"), c.get("rope_scaling")):
+        factor = src.get("partial_rotary_factor") if isinstance(src, dict) else None
+        if factor is None:
+            continue
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+            bad_file(where, f"partial_rotary_factor {factor!r} is not a fraction of a head (0 to 1)")
+        return int(head_dim * factor) if factor < 1 else 0
+    return 0
+
+
 def architecture(cfg: dict[str, Any], where: Path) -> tuple[str, dict[str, Any], list[str]]:
     """(model_type, ModelSpec architecture fields, notes) from a config.json object."""
     c = text_config(cfg, where)
@@ -77,6 +90,7 @@ def architecture(cfg: dict[str, Any], where: Path) -> tuple[str, dict[str, Any],
             f["head_dim"] = get_int(c, "qk_nope_head_dim", where, "head_dim") + f["qk_rope_head_dim"]
     else:
         f["qk_rope_head_dim"] = 0
+    f["rotary_dims"] = _rotary_dims(c, f["head_dim"], where)
     ctx = g("max_context", 0)
     if not ctx:
         ctx = 4096
