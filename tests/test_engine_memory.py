@@ -280,14 +280,16 @@ def test_unified_pcs_leave_the_os_its_share(catalog):
     assert usable_capacity(spark, rt, catalog.rules) == [spark.gpus[0].capacity_bytes - int(host * GIB)]
 
 
+@pytest.mark.parametrize("runtime", ["exllamav2", "exllamav3"])
 @pytest.mark.parametrize("gpus,split", [(["rtx-3090"], None), (["2xrtx-3090"], "tensor")])
-def test_exllamav2_keeps_the_token_embedding_in_system_ram(catalog, gpus, split):
+def test_exllama_keeps_the_token_embedding_in_system_ram(catalog, runtime, gpus, split):
     """ExLlamaV2 loads ExLlamaV2Embedding on the CPU in every load path (turboderp-org/exllamav2@7ba31d8
-    exllamav2/model.py: set_device_map(embed_cpu = True), load_autosplit, load_tp): the GPUs hold everything but
-    the embedding, system RAM holds it whole; for a tied model the head is loaded on the GPUs again."""
+    exllamav2/model.py: set_device_map(embed_cpu = True), load_autosplit, load_tp), ExLlamaV3 its Embedding
+    (prefer_cpu, no tensor-parallel allocation: exllamav3/modules/embedding.py @01b5218): the GPUs hold everything
+    but the embedding, system RAM holds it whole; for a tied model the head is loaded on the GPUs again."""
     for model in ("llama-3.1-8b", "qwen3-0.6b"):
         rig = rig_from_flags(catalog, gpus)
-        r = evaluate(catalog, rig, catalog.models[model], Options(runtime="exllamav2", split=split, ctx=4096))
+        r = evaluate(catalog, rig, catalog.models[model], Options(runtime=runtime, split=split, ctx=4096))
         lay = mem.weights_layout(catalog.models[model], r.quant)
         gpu = sum(d.weights_bytes for d in r.placement.devices)
         assert r.placement.host.weights_bytes == lay.embed_bytes
