@@ -60,7 +60,7 @@ def step_parts(sc, placement, serving) -> dict[str, float]:
     tokens = running + (running - 1) * prompt / output
     d = placement.devices[0]
     kv = d.kv_cache_bytes * running * (prompt + output / 2) / sc.ctx
-    reads = d.weights_bytes - d.embed_bytes - d.expert_bytes * (1 - spd.active_fraction(model, round(tokens)))
+    reads = spd.active_device_bytes(placement, model, round(tokens))[0]
     params = spd.token_params(sc, placement)[0]
     bw = g.memory_bandwidth_gb_s * 1e9 * spd.decode_efficiency(g, sc.quant, sc.rules)
     rate = spd.decode_flops_per_s(sc, g)

@@ -69,7 +69,7 @@ def _copies_of_row(catalog, r: dict) -> float | None:
     seqs = int(r["max_num_seqs"] or 0)
     if seqs < 64:
         return None
-    cat = _with_copies(catalog, 1e-9)
+    cat = _with_copies(catalog, 0.0)
     rep = evaluate(cat, _rig(cat, r), cat.models[r["model"]], _options(r))
     d = next(x for x in rep.placement.devices if x.holds_output)
     free = d.capacity_bytes - d.weights_bytes - d.overhead_bytes

@@ -205,8 +205,7 @@ def active_fraction(model: ModelSpec, streams: int = 1) -> float:
     return 1 - (1 - k) ** max(streams, 1)
 
 
-def _active_device_bytes(placement: Placement, layout: mem.WeightsLayout, model: ModelSpec,
-                         streams: int = 1) -> list[float]:
+def active_device_bytes(placement: Placement, model: ModelSpec, streams: int = 1) -> list[float]:
     """Weights each GPU reads per decode step: everything but its routed experts and its input embedding
     (attention, router, dense and shared-expert weights, the output head), plus the share of its experts the
     step's tokens choose; a token reads one row of the embedding."""
@@ -270,10 +269,10 @@ def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | 
     layout = placement.layout or sc.layout
     kv = kv_depth_bytes or [0] * len(placement.devices)
     computed = max(tokens if tokens is not None else streams, streams)
-    reads = _active_device_bytes(placement, layout, model, max(int(round(computed)), 1))
+    reads = active_device_bytes(placement, model, max(int(round(computed)), 1))
     # a step reads the union of the experts its tokens choose, but each token multiplies only its own k
     # experts: the FLOPs are per token's active parameters (the same for a dense model)
-    per_token = _active_device_bytes(placement, layout, model, 1)
+    per_token = active_device_bytes(placement, model, 1)
     params = token_params(sc, placement)
 
     def device_s(i: int, weights: float, kv_bytes: float) -> float:
