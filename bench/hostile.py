@@ -695,8 +695,11 @@ def run_case(case: Case, d: Path, prepare: bool = True) -> Outcome:
     else:
         cmd = [*advisor_cmd(), *(_placed(a, d) for a in case.argv)]
     start = time.perf_counter()
+    # Ctrl-C as a terminal delivers it: a shell that runs its jobs in the background starts them with SIGINT
+    # ignored (POSIX, non-interactive `&`), and a signal that lands before the advisor's own handler would vanish
+    ctrl_c = (lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) if case.interrupt_after_s is not None else None
     proc = subprocess.Popen(cmd, cwd=d, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, preexec_fn=ctrl_c)
     if case.interrupt_after_s is not None:
         time.sleep(case.interrupt_after_s)
         proc.send_signal(signal.SIGINT)
