@@ -7,9 +7,9 @@ vllm_moe_tp_sweeps.csv, and vllm_a100_context.csv: GLM-4.6-FP8 under TP 8 and th
 step the serving answer computes (advisor.engine.serving._with_speeds): the running decodes plus the prompts that
 replace finished requests, what one GPU reads (weights, of them the routed experts, and KV cache) at the decode
 fraction, its FLOPs (each part's parameters at its own width, advisor.engine.speed.token_params) at the paged
-matrix-product fraction with the MoE factors of a decode step (rules/speed.toml), the fixed cost and the
-all-reduces (at the decode tokens and at every token the step computes, as the answer counts them). Nothing is
-fitted or changed here; the measured-to-predicted ratio of each row is what tests/data/vllm_moe_tp_sweeps.md
+matrix-product fraction with the MoE factor of a decode step for its experts' kernel (rules/speed.toml), the share
+of the shorter of the read and the compute that adds to the longer, the fixed cost and the all-reduces (at the
+decode tokens and at every token the step computes, as the answer counts them). Nothing is fitted or changed here; the measured-to-predicted ratio of each row is what tests/data/vllm_moe_tp_sweeps.md
 discusses.
 """
 
@@ -70,6 +70,7 @@ def step_parts(sc, placement, serving) -> dict[str, float]:
     return {"tokens": tokens, "weights GB": d.weights_bytes / 1e9, "experts GB": d.expert_bytes / 1e9,
             "read ms": 1e3 * (reads + kv) / bw,
             "compute ms": 1e3 * spd.step_flops(params, tokens, running) / rate,
+            "share of the shorter added": spd.moe_decode_serial(sc, g),
             "fixed ms": 1e3 * step.overhead_s,
             "links ms": 1e3 * (links[0].decode_s if links[0] else 0.0),
             "links at all tokens ms": 1e3 * (links[1].decode_s if links[1] else 0.0),

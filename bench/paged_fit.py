@@ -9,8 +9,9 @@ under a scheduler's step. Three factors are fitted here, each the grid value lea
 - `[prefill] family_moe_efficiency.paged`, a mixture-of-experts model's products against that (vLLM's fused-MoE
   kernels), on the prompt-heavy runs of MoE models (tests/data/vllm_prompt_heavy.csv, the random 2,000- and
   4,000-token prompts: prompt tokens sent over the run's duration against the advisor's prefill rate);
-- `[decode] family_moe_compute.paged`, on a MoE decode step's products, on the MoE decode runs (vllm_moe_*.csv,
-  vllm_a100_context.csv), each page one vote.
+- `[decode] family_moe_compute`, on a MoE decode step's products, on the MoE decode runs (vllm_moe_*.csv,
+  vllm_a100_context.csv), each page one vote: one factor per key, the family's (`paged`) and each MoE kernel of
+  its own that runs hold (`paged:mxfp4-marlin`: rules/speed.toml [decode] moe_kernels), each on its own runs.
 
 tests/test_vllm_concurrency.py scores every row with the factors fitted without the row's source
 (`held_out_catalog`), so every figure it prints is out of sample.
@@ -34,6 +35,7 @@ from advisor.catalog.load import load_catalog
 from advisor.catalog.types import Catalog
 from advisor.engine.check import evaluate
 from advisor.engine.options import Options
+from advisor.engine.speed import moe_kernel
 from advisor.probe.flags import rig_from_flags
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
@@ -55,6 +57,8 @@ class Obs:
     options: Options
     read: Callable | None = None
     measure: str = ""
+    key: str = FAMILY
+    """The rules/speed.toml [decode] MoE key its answer takes (a MoE decode run's: speed.moe_kernel)."""
 
 
 def _source(r: dict) -> str:
@@ -234,41 +238,72 @@ def _moe_decode(r: dict) -> list[Obs]:
     return [tpot] if loop else [tpot, out]
 
 
+def _step_key(catalog: Catalog, o: Obs) -> str:
+    """The [decode] MoE key an observation's answer takes: the family's, or `family:kernel` where its experts' quant
+    runs through a kernel of their own on its GPU (`advisor.engine.speed.moe_kernel`)."""
+    rig = rig_from_flags(catalog, [f"{o.tp}x{o.gpu}" if o.tp > 1 else o.gpu])
+    quant = evaluate(catalog, rig, catalog.models[o.model], o.options).quant
+    kernel = moe_kernel(catalog.rules.speed.decode, quant.kernel, catalog.gpus[o.gpu].arch)
+    return f"{FAMILY}:{kernel}" if kernel else FAMILY
+
+
+_OBS: dict[int, tuple[Catalog, list[Obs]]] = {}
+
+
 def moe_decode_observations(catalog: Catalog) -> list[Obs]:
     """The MoE decode runs of the catalog's models without expert parallel (MOE_DECODE_FILES: the GPUStack lab's
-    ShareGPT runs, and the random-prompt closed loops of vllm_moe_more_sources.csv)."""
-    out = []
-    for name in MOE_DECODE_FILES:
-        for r in _rows(name):
-            model = catalog.models.get(r["model"])
-            if model is not None and model.is_moe and r.get("expert_parallel", "0") != "1":
-                out += _moe_decode(r)
-    return out
+    ShareGPT runs, and the random-prompt closed loops of vllm_moe_more_sources.csv), each with its [decode] key
+    (kept per catalog object)."""
+    if id(catalog) not in _OBS:
+        out = []
+        for name in MOE_DECODE_FILES:
+            for r in _rows(name):
+                model = catalog.models.get(r["model"])
+                if model is not None and model.is_moe and r.get("expert_parallel", "0") != "1":
+                    out += _moe_decode(r)
+        _OBS[id(catalog)] = (catalog, [dataclasses.replace(o, key=_step_key(catalog, o)) for o in out])
+    return list(_OBS[id(catalog)][1])
 
 
 STEP_KEY = "family_moe_compute"
+STEP_GRID = tuple(round(0.20 + 0.05 * i, 2) for i in range(27))  # 0.20 .. 1.50: Marlin's MXFP4 experts exceed 1
 _STEP: dict[tuple, tuple[Catalog, dict]] = {}
 
 
-def fit_step(catalog: Catalog, leave_out: str | None = None) -> float:
-    """The MoE decode factor: the grid value with the least median over sources of each source's median |log error|
-    on the MoE decode runs not from `leave_out`, the two prefill factors fitted without it too (the lower on a
-    tie)."""
+def with_steps(catalog: Catalog, values: dict[str, float]) -> Catalog:
+    """The catalog whose [decode] family_moe_compute is `values` (a kernel key left out: its runs take the
+    family's)."""
+    dec = dataclasses.replace(catalog.rules.speed.decode, **{STEP_KEY: dict(values)})
+    rules = dataclasses.replace(catalog.rules, speed=dataclasses.replace(catalog.rules.speed, decode=dec))
+    return dataclasses.replace(catalog, rules=rules)
+
+
+def fit_step(catalog: Catalog, leave_out: str | None = None) -> dict[str, float]:
+    """The MoE decode factor of each [decode] key (the family's, and each MoE kernel of its own that runs hold):
+    the grid value with the least median over sources of each source's median |log error| on that key's MoE decode
+    runs not from `leave_out`, the two prefill factors fitted without it too (the lower on a tie). A kernel key whose
+    runs are all from `leave_out` is left out: its runs then take the family's."""
     book = with_fraction(with_fraction(catalog, fit(catalog, leave_out=leave_out)),
                          fit_moe(catalog, leave_out=leave_out), MOE_KEY)
     pre = book.rules.speed.prefill
     obs = moe_decode_observations(catalog)
-    key = (id(catalog), pre.family_efficiency[FAMILY], getattr(pre, MOE_KEY)[FAMILY])
-    if key not in _STEP:
-        _STEP[key] = (catalog, {v: [_log_error(with_fraction(book, v, STEP_KEY, "decode"), o) for o in obs]
-                                for v in GRID})
-    return _least_off(obs, _STEP[key][1], leave_out)
+    keys = sorted({o.key for o in obs} | {FAMILY})
+    cached = (id(catalog), pre.family_efficiency[FAMILY], getattr(pre, MOE_KEY)[FAMILY])
+    if cached not in _STEP:  # each run takes one key, so every key at one grid value scores them all
+        _STEP[cached] = (catalog, {v: [_log_error(with_steps(book, dict.fromkeys(keys, v)), o) for o in obs]
+                                   for v in STEP_GRID})
+    errors = _STEP[cached][1]
+    return {k: _least_off([o for o in obs if o.key == k],
+                          {v: [e for o, e in zip(obs, errors[v]) if o.key == k] for v in STEP_GRID}, leave_out,
+                          STEP_GRID)
+            for k in keys if any(o.key == k and o.source != leave_out for o in obs)}
 
 
-def _least_off(obs: list[Obs], errors: dict[float, list], leave_out: str | None) -> float:
+def _least_off(obs: list[Obs], errors: dict[float, list], leave_out: str | None,
+               grid: tuple[float, ...] = GRID) -> float:
     """The grid value whose log errors (`errors[v]`, one per observation, None where it does not apply) are least
     off by source (`by_source`) over the observations not from `leave_out`, the lower on a tie."""
-    return min(GRID, key=lambda v: (by_source([(o.source, e) for o, e in zip(obs, errors[v])
+    return min(grid, key=lambda v: (by_source([(o.source, e) for o, e in zip(obs, errors[v])
                                                  if o.source != leave_out and e is not None]), v))
 
 
@@ -282,7 +317,7 @@ def held_out_catalog(catalog: Catalog, source: str) -> Catalog:
     """The catalog whose paged factors were fitted without `source`'s rows."""
     book = with_fraction(with_fraction(catalog, fit(catalog, leave_out=source)), fit_moe(catalog, leave_out=source),
                          MOE_KEY)
-    return with_fraction(book, fit_step(catalog, leave_out=source), STEP_KEY, "decode")
+    return with_steps(book, fit_step(catalog, leave_out=source))
 
 
 def _print_prompt_runs(catalog: Catalog) -> None:
@@ -310,12 +345,13 @@ def main() -> int:
         print(f"{src[-60:]} (fit without it: {fit(catalog, src)}), predicted/measured - 1: {', '.join(errs)}")
     print("prompt-heavy runs (prompt tokens over the run's duration), each source held out:")
     _print_prompt_runs(catalog)
-    step, step_stored = fit_step(catalog), getattr(catalog.rules.speed.decode, STEP_KEY).get(FAMILY)
-    print(f"[decode] {STEP_KEY}.{FAMILY} fitted: {step} (rules/speed.toml: {step_stored}); MoE decode runs, each "
-          "source held out:")
+    step, step_stored = fit_step(catalog), getattr(catalog.rules.speed.decode, STEP_KEY)
+    print(f"[decode] {STEP_KEY} fitted: {step} (rules/speed.toml: {step_stored}); MoE decode runs, each source held "
+          "out:")
     for o in moe_decode_observations(catalog):
         if (e := _log_error(held_out_catalog(catalog, o.source), o)) is not None:
-            print(f"  {o.source.split('performance-lab/')[-1]} {o.label}: {o.measured:g}, predicted {math.expm1(e):+.0%}")
+            print(f"  {o.source.split('performance-lab/')[-1]} {o.label} ({o.key}): {o.measured:g}, "
+                  f"predicted {math.expm1(e):+.0%}")
     if "--check" in sys.argv[1:] and (stored, moe_stored, step_stored) != (value, moe, step):
         print(f"rules/speed.toml has {stored} / {moe_stored} / {step_stored}; the fits give {value} / {moe} / {step}: "
               "write them there", file=sys.stderr)

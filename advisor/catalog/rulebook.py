@@ -204,7 +204,16 @@ class DecodeRules(Record):
     """CPU-only decode compute ceiling, GFLOP/s of matrix-vector work (0: bandwidth only)."""
     family_moe_compute: dict[str, float] = field(default_factory=dict)
     """A runtime family's factor on its MoE matrix fraction for the products of a mixture-of-experts model's decode
-    step (advisor.engine.speed.decode_step; fitted by bench/paged_fit.py); missing: 1."""
+    step (advisor.engine.speed.decode_step; fitted by bench/paged_fit.py), keyed `family:quant-kernel` where the
+    experts take a kernel of their own (`moe_kernels`), else `family`; missing: 1."""
+    moe_kernels: dict[str, dict[str, str]] = field(default_factory=dict)
+    """The MoE kernel a quant kernel class's experts run through on a GPU architecture where it is not the runtime's
+    default fused-MoE kernel (`{ mxfp4 = { ampere = "marlin" } }`); it keys `family_moe_compute` and
+    `family_moe_serial` as `family:mxfp4-marlin` where those have the key."""
+    family_moe_serial: dict[str, float] = field(default_factory=dict)
+    """The share of the shorter of a MoE decode step's weight stream and its products that runs after the longer
+    instead of under it (0: they overlap, the roofline's max; 1: they add), keyed as `family_moe_compute`, else the
+    family's; missing: 0."""
 
 
 @record

@@ -71,11 +71,17 @@ def _family_basis(sc: Scenario) -> str:
     if not own:
         return ""
     text = f", its matrix products {own:g} of them, fitted on cited vllm bench serve sweeps (bench/paged_fit.py)"
-    moe, step = speed.prefill.family_moe_efficiency.get(family), speed.decode.family_moe_compute.get(family)
-    if sc.model.is_moe and moe and step:
-        text += (f"; a MoE model's {moe:g} of that, and a decode step's {step:g} of that again, fitted on cited "
-                 f"vLLM MoE runs (bench/paged_fit.py)")
-    return text
+    moe = speed.prefill.family_moe_efficiency.get(family)
+    if not (sc.model.is_moe and moe and sc.rig.gpus):
+        return text
+    gpu = sc.rig.gpus[0].spec
+    key, serial = spd.moe_decode_key(sc, gpu), spd.moe_decode_serial(sc, gpu)
+    kernel = f" ({key.split(':', 1)[1]} experts)" if ":" in key else ""
+    text += (f"; a MoE model's {moe:g} of that, and a decode step's {spd.moe_decode_factor(sc, gpu):g}{kernel} of "
+             f"that again, fitted on cited vLLM MoE runs (bench/paged_fit.py)")
+    share = "" if serial >= 1 else f"{serial:g} of "
+    return text + (f", {share}the shorter of a step's weight stream and its products added to the longer" if serial
+                   else "")
 
 
 def _speed_basis(sc: Scenario, placement: Placement) -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from advisor.record import Record, record
-from advisor.catalog.rulebook import FixedCosts, Rulebook
+from advisor.catalog.rulebook import DecodeRules, FixedCosts, Rulebook
 from advisor.catalog.types import GpuSpec, ModelSpec, QuantSpec, RuntimeSpec
 from advisor.engine import memory as mem
 from advisor.engine.multinode import prefill_overlaps
@@ -241,16 +241,41 @@ def step_flops(p: TokenParams, tokens: float, samples: float) -> float:
     return 2 * ((p.body + p.experts) * tokens + p.head * samples)
 
 
-def moe_decode_factor(sc: Scenario) -> float:
-    """The runtime family's factor on a MoE model's matrix fraction in a decode step (rules/speed.toml [decode]
-    family_moe_compute); 1 for a dense model or a family without one."""
-    return float(sc.rules.speed.decode.family_moe_compute.get(sc.runtime.family, 1.0)) if sc.model.is_moe else 1.0
+def moe_kernel(decode: DecodeRules, quant_kernel: str, arch: str) -> str | None:
+    """The MoE kernel `quant_kernel` experts run through on `arch` where rules/speed.toml [decode] moe_kernels
+    names one apart from the default fused-MoE kernel (`mxfp4-marlin`), else None."""
+    kernel = decode.moe_kernels.get(quant_kernel, {}).get(arch)
+    return f"{quant_kernel}-{kernel}" if kernel else None
+
+
+def moe_decode_key(sc: Scenario, gpu: GpuSpec) -> str:
+    """The key of rules/speed.toml [decode]'s MoE tables for the scenario on `gpu`: `family:kernel` where the
+    experts run through a kernel of their own on the GPU's architecture (`moe_kernel`: vLLM takes Marlin for MXFP4
+    experts on Ampere and Ada, triton_kernels on Hopper) and `family_moe_compute` has that key, else the family."""
+    d, family = sc.rules.speed.decode, sc.runtime.family
+    key = f"{family}:{moe_kernel(d, sc.quant.kernel, gpu.arch)}"
+    return key if key in d.family_moe_compute else family
+
+
+def moe_decode_factor(sc: Scenario, gpu: GpuSpec) -> float:
+    """The factor on a MoE model's matrix fraction in a decode step on `gpu` (rules/speed.toml [decode]
+    family_moe_compute at `moe_decode_key`); 1 for a dense model or a family without one."""
+    table = sc.rules.speed.decode.family_moe_compute
+    return float(table.get(moe_decode_key(sc, gpu), 1.0)) if sc.model.is_moe else 1.0
+
+
+def moe_decode_serial(sc: Scenario, gpu: GpuSpec) -> float:
+    """The share of the shorter of a MoE decode step's weight stream and its products on `gpu` that adds to the
+    longer (rules/speed.toml [decode] family_moe_serial at `moe_decode_key`, else the family's); 0 for a dense model
+    or a family without one (the roofline: the longer of the two)."""
+    table = sc.rules.speed.decode.family_moe_serial
+    return float(table.get(moe_decode_key(sc, gpu), table.get(sc.runtime.family, 0.0))) if sc.model.is_moe else 0.0
 
 
 def decode_flops_per_s(sc: Scenario, gpu: GpuSpec) -> float:
-    """FLOP/s a decode step's products reach on `gpu`: its matrix fraction, times the runtime family's MoE decode
-    factor for a MoE model (`moe_decode_factor`)."""
-    return gpu.fp16_tflops * 1e12 * matmul_efficiency(sc, gpu, sc.model.is_moe) * moe_decode_factor(sc)
+    """FLOP/s a decode step's products reach on `gpu`: its matrix fraction, times the MoE decode factor for a MoE
+    model (`moe_decode_factor`)."""
+    return gpu.fp16_tflops * 1e12 * matmul_efficiency(sc, gpu, sc.model.is_moe) * moe_decode_factor(sc, gpu)
 
 
 def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | None = None, streams: int = 1,
@@ -262,8 +287,9 @@ def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | 
     memory-bound until the FLOPs of `streams` tokens outgrow the memory time; then it is compute-bound. `tokens`
     is what the step computes when it carries more than one token per stream (a paged server's chunked prefill
     of the requests that replace finished ones rides in the same step; it defaults to `streams`). A MoE model's
-    products run at its MoE matrix fraction (`matmul_efficiency`) times the runtime family's `family_moe_compute`
-    (rules/speed.toml [decode]: a decode step gives each expert a few rows from many requests).
+    products run at its MoE matrix fraction (`matmul_efficiency`) times `family_moe_compute` (rules/speed.toml
+    [decode]: a decode step gives each expert a few rows from many requests), and the share `family_moe_serial`
+    of the shorter of its weight stream and its products adds to the longer.
     """
     rig, model, quant, rules = sc.rig, sc.model, sc.quant, sc.rules
     layout = placement.layout or sc.layout
@@ -279,8 +305,10 @@ def decode_step(sc: Scenario, placement: Placement, kv_depth_bytes: list[int] | 
         g = rig.gpus[i].spec
         bw = g.memory_bandwidth_gb_s * 1e9 * decode_efficiency(g, quant, rules)
         share = min(weights / per_token[i], 1.0) if weights and per_token[i] else 0.0
-        flops = share * step_flops(params[i], computed, streams)
-        return max((weights + kv_bytes) / bw, flops / decode_flops_per_s(sc, g))  # the weights' stream, or the products
+        stream, products = (weights + kv_bytes) / bw, share * step_flops(params[i], computed, streams) / \
+            decode_flops_per_s(sc, g)
+        # the weights' stream or the products, whichever is longer, and the share of the other that does not overlap
+        return max(stream, products) + moe_decode_serial(sc, g) * min(stream, products)
 
     used = [i for i, d in enumerate(placement.devices) if d.total_bytes]
     if any(d.split_bytes for d in placement.devices):
