@@ -243,7 +243,7 @@ def _step_key(catalog: Catalog, o: Obs) -> str:
     runs through a kernel of their own on its GPU (`advisor.engine.speed.moe_kernel`)."""
     rig = rig_from_flags(catalog, [f"{o.tp}x{o.gpu}" if o.tp > 1 else o.gpu])
     quant = evaluate(catalog, rig, catalog.models[o.model], o.options).quant
-    kernel = moe_kernel(catalog.rules.speed.decode, quant.kernel, catalog.gpus[o.gpu].arch)
+    kernel = moe_kernel(catalog.rules.speed.decode, quant.id, catalog.gpus[o.gpu].arch)
     return f"{FAMILY}:{kernel}" if kernel else FAMILY
 
 

@@ -1,6 +1,7 @@
 """A paged server's MoE decode step by the kernel its experts take (issue 27, sixth pass): vLLM runs MXFP4 experts
 through Marlin on Ampere and Ada and through triton_kernels on Hopper (rules/speed.toml [decode] moe_kernels), each
-with a factor fitted on its own runs; the step's weight stream and its products add (family_moe_serial)."""
+with a factor fitted on its own runs, and their steps' weight stream and products add (family_moe_serial); the fused-MoE
+kernel keeps the roofline."""
 
 from __future__ import annotations
 
@@ -12,21 +13,24 @@ from advisor.engine import speed as spd
 from test_decode_products import placed
 
 
-@pytest.mark.parametrize("model,gpu,runtime,key", [
-    ("gpt-oss-20b", "a100-sxm4-80gb", "vllm", "paged:mxfp4-marlin"),
-    ("gpt-oss-20b", "rtx-4090", "vllm", "paged:mxfp4-marlin"),      # Ada: Marlin too (no triton_kernels below SM90)
-    ("gpt-oss-20b", "h100-sxm", "vllm", "paged:mxfp4-triton"),
-    ("gpt-oss-20b", "h100-sxm", "sglang", "paged:mxfp4-triton"),    # the family's key: SGLang shares vLLM's table
-    ("gpt-oss-20b", "mi300x", "vllm", "paged"),                     # ROCm: no runs of its own, the family's
-    ("gpt-oss-20b", "b200", "vllm", "paged"),                       # Blackwell: FlashInfer, no runs of its own
-    ("qwen3-30b-a3b", "a100-sxm4-80gb", "vllm", "paged"),           # 16-bit experts: the fused-MoE kernel
+@pytest.mark.parametrize("model,gpu,runtime,quant,key", [
+    ("gpt-oss-20b", "a100-sxm4-80gb", "vllm", None, "paged:mxfp4-marlin"),
+    ("gpt-oss-20b", "rtx-4090", "vllm", None, "paged:mxfp4-marlin"),      # Ada: Marlin too (triton_kernels: SM90+)
+    ("gpt-oss-20b", "h100-sxm", "vllm", None, "paged:mxfp4-triton"),
+    ("gpt-oss-20b", "h100-sxm", "sglang", None, "paged:mxfp4-triton"),    # the family's key: SGLang shares it
+    ("gpt-oss-20b", "mi300x", "vllm", None, "paged"),                     # ROCm: no runs of its own, the family's
+    ("gpt-oss-20b", "b200", "vllm", None, "paged"),                       # SM100: FlashInfer, no runs of its own
+    ("qwen3-30b-a3b", "a100-sxm4-80gb", "vllm", None, "paged"),           # 16-bit experts: the fused-MoE kernel
+    ("qwen3.6-35b-a3b", "h100-sxm", "vllm", "NVFP4", "paged"),            # MXFP4's kernel class, not its kernels
 ], ids=lambda v: str(v))
-def test_the_experts_kernel_keys_the_decode_factor(catalog, model, gpu, runtime, key):
-    sc, _ = placed(catalog, model, [gpu], runtime=runtime, ctx=8192)
+def test_the_experts_kernel_keys_the_decode_factor(catalog, model, gpu, runtime, quant, key):
+    sc, _ = placed(catalog, model, [gpu], runtime=runtime, quant=quant, ctx=8192)
     g = catalog.gpus[gpu]
     assert spd.moe_decode_key(sc, g) == key
-    assert spd.moe_decode_factor(sc, g) == catalog.rules.speed.decode.family_moe_compute[key]
-    assert spd.moe_decode_serial(sc, g) == 1.0  # the family's share holds for its kernel keys
+    table = catalog.rules.speed.decode
+    assert spd.moe_decode_factor(sc, g) == table.family_moe_compute[key]
+    # the MXFP4 kernels add stream and products; the fused-MoE kernel keeps the roofline
+    assert spd.moe_decode_serial(sc, g) == (1.0 if ":" in key else 0.0) == table.family_moe_serial.get(key, 0.0)
 
 
 def test_llama_cpp_keeps_its_own_moe_step(catalog):

@@ -207,9 +207,9 @@ class DecodeRules(Record):
     step (advisor.engine.speed.decode_step; fitted by bench/paged_fit.py), keyed `family:quant-kernel` where the
     experts take a kernel of their own (`moe_kernels`), else `family`; missing: 1."""
     moe_kernels: dict[str, dict[str, str]] = field(default_factory=dict)
-    """The MoE kernel a quant kernel class's experts run through on a GPU architecture where it is not the runtime's
-    default fused-MoE kernel (`{ mxfp4 = { ampere = "marlin" } }`); it keys `family_moe_compute` and
-    `family_moe_serial` as `family:mxfp4-marlin` where those have the key."""
+    """The MoE kernel a quantization's experts (by quant id) run through on a GPU architecture where it is not the
+    runtime's default fused-MoE kernel (`{ "mxfp4-bf16" = { ampere = "mxfp4-marlin" } }`); it keys
+    `family_moe_compute` and `family_moe_serial` as `family:mxfp4-marlin` where those have the key."""
     family_moe_serial: dict[str, float] = field(default_factory=dict)
     """The share of the shorter of a MoE decode step's weight stream and its products that runs after the longer
     instead of under it (0: they overlap, the roofline's max; 1: they add), keyed as `family_moe_compute`, else the

@@ -241,11 +241,10 @@ def step_flops(p: TokenParams, tokens: float, samples: float) -> float:
     return 2 * ((p.body + p.experts) * tokens + p.head * samples)
 
 
-def moe_kernel(decode: DecodeRules, quant_kernel: str, arch: str) -> str | None:
-    """The MoE kernel `quant_kernel` experts run through on `arch` where rules/speed.toml [decode] moe_kernels
+def moe_kernel(decode: DecodeRules, quant_id: str, arch: str) -> str | None:
+    """The MoE kernel a quantization's experts run through on `arch` where rules/speed.toml [decode] moe_kernels
     names one apart from the default fused-MoE kernel (`mxfp4-marlin`), else None."""
-    kernel = decode.moe_kernels.get(quant_kernel, {}).get(arch)
-    return f"{quant_kernel}-{kernel}" if kernel else None
+    return decode.moe_kernels.get(quant_id, {}).get(arch)
 
 
 def moe_decode_key(sc: Scenario, gpu: GpuSpec) -> str:
@@ -253,7 +252,7 @@ def moe_decode_key(sc: Scenario, gpu: GpuSpec) -> str:
     experts run through a kernel of their own on the GPU's architecture (`moe_kernel`: vLLM takes Marlin for MXFP4
     experts on Ampere and Ada, triton_kernels on Hopper) and `family_moe_compute` has that key, else the family."""
     d, family = sc.rules.speed.decode, sc.runtime.family
-    key = f"{family}:{moe_kernel(d, sc.quant.kernel, gpu.arch)}"
+    key = f"{family}:{moe_kernel(d, sc.quant.id, gpu.arch)}"
     return key if key in d.family_moe_compute else family
 
 
