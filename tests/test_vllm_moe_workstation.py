@@ -1,6 +1,7 @@
 """MoE decode under load on workstation GPUs, held out: `vllm bench serve` closed loops on an RTX 5090 and RTX PRO
-6000 Max-Q cards (tests/data/vllm_moe_workstation.csv) against the answer with the paged factors bench/paged_fit.py
-fits on datacenter pages; nothing is fitted on these rows."""
+6000 Max-Q cards, and 400-request runs on an RTX 4090, RTX 5090 and RTX PRO 6000 (tests/data/vllm_moe_workstation.csv),
+against the answer with the paged factors bench/paged_fit.py fits on datacenter pages; nothing is fitted on these
+rows."""
 
 from __future__ import annotations
 
@@ -22,37 +23,61 @@ ROWS = list(csv.DictReader(DATA.open(encoding="utf-8")))
 # -37.5% (too short: the worst)
 MEDIAN_MAX = 0.238
 WORST_MAX = 0.376
+# the 400-concurrency runs (the pool holds what it can, the rest queue), output throughput: RTX 4090 +9.8%, RTX 5090
+# +36.1%, RTX PRO 6000 -2.1% (+10%, +55%, +13% with the fused-MoE factor at 0.35)
+OUTPUT_WORST_MAX = 0.362
 
 
-def _tpot_error(catalog, r: dict) -> float:
+def _serving(catalog, r: dict):
     tp = int(r["tensor_parallel"])
     rig = rig_from_flags(catalog, [f"{tp}x{r['gpu']}" if tp > 1 else r["gpu"]])
     opts = Options(runtime=r["runtime"], quant=r["quant"], ctx=int(r["max_model_len"]),
                    prompt_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]),
-                   concurrency=int(r["max_concurrency"]), max_num_seqs=int(r["max_num_seqs"]),
+                   concurrency=int(r["max_concurrency"]),
+                   max_num_seqs=int(r["max_num_seqs"]) if r["max_num_seqs"] else None,
                    memory_fraction=float(r["memory_fraction"]) if r["memory_fraction"] else None,
                    tensor_parallel=tp if tp > 1 else None)
-    s = evaluate(catalog, rig, catalog.models[r["model"]], opts).serving
-    return 1000 / s.per_stream_decode_tokens_per_s / float(r["median_tpot_ms"]) - 1
+    return evaluate(catalog, rig, catalog.models[r["model"]], opts).serving
+
+
+def _error(catalog, r: dict) -> float:
+    """predicted / measured - 1 of the row's figure: its median TPOT, or its output throughput."""
+    s = _serving(catalog, r)
+    if r["figure"] == "tpot":
+        return 1000 / s.per_stream_decode_tokens_per_s / float(r["median_tpot_ms"]) - 1
+    return s.output_tokens_per_s / float(r["output_tok_s"]) - 1
+
+
+def _label(r: dict) -> str:
+    return f"{r['model']} {r['quant']} {r['tensor_parallel']}x{r['gpu']} c={r['max_concurrency']}"
 
 
 def test_the_rows_are_cited():
     md = DATA.with_suffix(".md").read_text(encoding="utf-8")
     assert len(ROWS) >= 8
     for r in ROWS:
-        assert r["source"].startswith("https://github.com/cloudrift-ai/deplodock/blob/9da9d04")
+        assert r["source"].startswith(("https://github.com/cloudrift-ai/deplodock/blob/9da9d04",
+                                       "https://github.com/cloudrift-ai/server-benchmark/blob/f8e34f1"))
         assert any(r["source"].startswith(line.split(" | ")[0].strip("| ")) for line in md.splitlines()
                    if line.startswith("| https://"))
         assert f"Median TPOT (ms): {r['median_tpot_ms']}" in r["notes"]
+        assert f"Output token throughput (tok/s): {r['output_tok_s']}" in r["notes"]
 
 
 def test_moe_closed_loops_on_workstation_gpus_held_out(catalog):
-    errors = [(f"{r['model']} {r['quant']} {r['tensor_parallel']}x{r['gpu']} c={r['max_concurrency']}",
-               _tpot_error(catalog, r)) for r in ROWS]
-    print("\n" + "; ".join(f"{label} {e:+.1%}" for label, e in errors))
+    errors = [(_label(r), _error(catalog, r)) for r in ROWS if r["figure"] == "tpot"]
+    print("\nTPOT: " + "; ".join(f"{label} {e:+.1%}" for label, e in errors))
     median = statistics.median(abs(e) for _, e in errors)
     print(f"median |TPOT error| {median:.2%}")
-    assert median <= MEDIAN_MAX and max(abs(e) for _, e in errors) <= WORST_MAX
+    assert len(errors) >= 8 and median <= MEDIAN_MAX and max(abs(e) for _, e in errors) <= WORST_MAX
+
+
+def test_saturated_runs_output_throughput_held_out(catalog):
+    """400 requests at once on one card: the pool decides how many run and the rest queue, so the figure is the
+    output throughput (the TPOT of a queue this long is no per-stream speed at the asked concurrency)."""
+    errors = [(_label(r), _error(catalog, r)) for r in ROWS if r["figure"] == "output"]
+    print("\noutput tok/s: " + "; ".join(f"{label} {e:+.1%}" for label, e in errors))
+    assert len(errors) == 3 and max(abs(e) for _, e in errors) <= OUTPUT_WORST_MAX
 
 
 @pytest.mark.parametrize("r", ROWS[:1], ids=["qwen3-coder-awq-5090-c4"])
