@@ -1,7 +1,7 @@
 """MoE decode under load on workstation GPUs, held out: `vllm bench serve` closed loops on an RTX 5090 and RTX PRO
-6000 Max-Q cards, and 400-request runs on an RTX 4090, RTX 5090 and RTX PRO 6000 (tests/data/vllm_moe_workstation.csv),
-against the answer with the paged factors bench/paged_fit.py fits on datacenter pages; nothing is fitted on these
-rows."""
+6000 Max-Q cards, and 400-request runs on an RTX 4090, RTX 5090 and RTX PRO 6000
+(tests/data/vllm_moe_workstation.csv), against the answer with the paged factors bench/paged_fit.py fits on
+datacenter pages; nothing is fitted on these rows."""
 
 from __future__ import annotations
 
