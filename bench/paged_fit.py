@@ -132,12 +132,16 @@ def prompt_log_error(catalog: Catalog, run: Obs) -> float | None:
     return math.log(got / run.measured) if got else None
 
 
-def with_fraction(catalog: Catalog, value: float, key: str = "family_efficiency", section: str = "prefill") -> Catalog:
-    """The catalog with the paged family's factor `key` of rules/speed.toml [`section`] set to `value`."""
-    sec = getattr(catalog.rules.speed, section)
-    sec = dataclasses.replace(sec, **{key: {**getattr(sec, key), FAMILY: value}})
+def with_table(catalog: Catalog, table: dict[str, float], key: str, section: str) -> Catalog:
+    """The catalog whose rules/speed.toml [`section`] `key` is `table`, whole."""
+    sec = dataclasses.replace(getattr(catalog.rules.speed, section), **{key: dict(table)})
     rules = dataclasses.replace(catalog.rules, speed=dataclasses.replace(catalog.rules.speed, **{section: sec}))
     return dataclasses.replace(catalog, rules=rules)
+
+
+def with_fraction(catalog: Catalog, value: float, key: str = "family_efficiency", section: str = "prefill") -> Catalog:
+    """The catalog with the paged family's factor `key` of rules/speed.toml [`section`] set to `value`."""
+    return with_table(catalog, {**getattr(getattr(catalog.rules.speed, section), key), FAMILY: value}, key, section)
 
 
 def predict(catalog: Catalog, o: Obs):
@@ -273,9 +277,7 @@ _STEP: dict[tuple, tuple[Catalog, dict]] = {}
 def with_steps(catalog: Catalog, values: dict[str, float]) -> Catalog:
     """The catalog whose [decode] family_moe_compute is `values` (a kernel key left out: its runs take the
     family's)."""
-    dec = dataclasses.replace(catalog.rules.speed.decode, **{STEP_KEY: dict(values)})
-    rules = dataclasses.replace(catalog.rules, speed=dataclasses.replace(catalog.rules.speed, decode=dec))
-    return dataclasses.replace(catalog, rules=rules)
+    return with_table(catalog, values, STEP_KEY, "decode")
 
 
 def fit_step(catalog: Catalog, leave_out: str | None = None) -> dict[str, float]:

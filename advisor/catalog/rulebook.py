@@ -204,8 +204,8 @@ class DecodeRules(Record):
     """CPU-only decode compute ceiling, GFLOP/s of matrix-vector work (0: bandwidth only)."""
     family_moe_compute: dict[str, float] = field(default_factory=dict)
     """A runtime family's factor on its MoE matrix fraction for the products of a mixture-of-experts model's decode
-    step (advisor.engine.speed.decode_step; fitted by bench/paged_fit.py), keyed `family:quant-kernel` where the
-    experts take a kernel of their own (`moe_kernels`), else `family`; missing: 1."""
+    step (advisor.engine.speed.decode_step; fitted by bench/paged_fit.py), keyed `family:kernel` where the
+    experts take a kernel of their own (`moe_kernels` names it), else `family`; missing: 1."""
     moe_kernels: dict[str, dict[str, str]] = field(default_factory=dict)
     """The MoE kernel a quantization's experts (by quant id) run through on a GPU architecture where it is not the
     runtime's default fused-MoE kernel (`{ "mxfp4-bf16" = { ampere = "mxfp4-marlin" } }`); it keys
