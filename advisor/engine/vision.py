@@ -30,6 +30,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from advisor.catalog.types import VisionDims
     from advisor.engine.scenario import Scenario
 
 from advisor.record import Record, record
@@ -199,13 +200,34 @@ def _encoder_use(sc: Scenario, rt, shards: int, batch: tuple[int, int]) -> Visio
                      kept_bytes=outputs // shards, sequential=True)
 
 
-def catalog_tower(params: int, model_name: str, rules) -> VisionTower:
-    """A tower the catalog knows only by its parameter count: weights at the checkpoint's 16 bits, no
-    compute peak (its dims are not recorded); named by its model (`of`), its kind unknown."""
-    return VisionTower(params=params, weight_bytes=int(params * rules.vision.checkpoint_bytes_per_param),
-                       source="config", kind="", of=model_name, exact=False,
-                       assumptions=("the vision tower is known only by its parameter count (the catalog): its "
-                                    "weights are counted at 16 bits, the encoder's profile peak is not",))
+def image_patches(kind: str, patch: int, merge: int, image: int, rules, warmup_key: str = "") -> tuple[int, int]:
+    """(patches of llama.cpp's warm-up image, patches of vLLM's profile item) for a tower of `kind`: the warm-up
+    its projector keeps (rules/vision.toml warmup_merged_tokens, looked up by `warmup_key` or the kind) else its
+    native image, and the largest image its processor accepts (max_image_pixels) else its native image."""
+    merge = max(merge, 1)
+    native = (image // patch) ** 2 if image and patch else 0
+    warm_tokens = rules.vision.clip.warmup_merged_tokens.get(warmup_key or kind)
+    max_px = rules.vision.encoder_profile.max_image_pixels.get(kind, 0)
+    largest = max_px // (patch * patch) if max_px and patch else 0
+    return (warm_tokens * merge * merge if warm_tokens else native), (largest or native)
+
+
+def catalog_tower(params: int, model_name: str, rules, dims: VisionDims | None = None) -> VisionTower:
+    """A tower the catalog records: weights at the checkpoint's 16 bits; with its vision_config's dims
+    (`ModelSpec.vision`) the largest image its processor takes is known and vLLM's profile of it is counted,
+    without them no compute peak is; named by its model (`of`)."""
+    nbytes = int(params * rules.vision.checkpoint_bytes_per_param)
+    if dims is None:
+        return VisionTower(params=params, weight_bytes=nbytes, source="config", kind="", of=model_name, exact=False,
+                           assumptions=("the vision tower is known only by its parameter count (the catalog): its "
+                                        "weights are counted at 16 bits, the encoder's profile peak is not",))
+    warm, item = image_patches(dims.kind, dims.patch_size, dims.merge, dims.image_size, rules)
+    return VisionTower(params=params, weight_bytes=nbytes, source="config", kind=dims.kind, of=model_name,
+                       exact=False, hidden_size=dims.hidden_size, ff_size=dims.ff_size, layers=dims.layers,
+                       heads=dims.heads, patch_size=dims.patch_size, image_size=dims.image_size, merge=dims.merge,
+                       warmup_patches=warm, item_patches=item, out_hidden=dims.out_hidden,
+                       assumptions=("the vision tower is the catalog's record of its checkpoint's vision_config: "
+                                    "its weights are counted at 16 bits",))
 
 
 def tower_for(options, loaded, model, rules) -> VisionTower | None:
@@ -215,7 +237,7 @@ def tower_for(options, loaded, model, rules) -> VisionTower | None:
     if loaded is not None and loaded.vision is not None:
         return loaded.vision
     if model.vision_params:
-        return catalog_tower(model.vision_params, model.name, rules)
+        return catalog_tower(model.vision_params, model.name, rules, model.vision)
     return None
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from advisor.engine.vision import VisionTower
+from advisor.engine.vision import VisionTower, image_patches
 from advisor.errors import AdvisorError
 from advisor.modelfile.fields import get_int
 from advisor.modelfile.gguf_file import Tensor
@@ -208,14 +208,8 @@ def from_config(cfg: dict[str, Any], where: Path, rules, bits: float = 16.0) -> 
 def _tower(n: int, nbytes: int, source: str, kind: str, d: dict[str, int], rules, *, exact: bool,
            assumptions: tuple[str, ...] = (), path: str = "", warmup_key: str = "") -> VisionTower:
     patch, merge, image = d.get("patch", 0), max(d.get("merge", 1), 1), d.get("image", 0)
-    warm_tokens = rules.vision.clip.warmup_merged_tokens.get(warmup_key or kind)
-    if warm_tokens:
-        warm = warm_tokens * merge * merge
-    else:
-        warm = (image // patch) ** 2 if image and patch else 0
-    max_px = rules.vision.encoder_profile.max_image_pixels.get(kind, 0)
-    item = d.get("item_patches", 0) or (max_px // (patch * patch) if max_px and patch else 0) \
-        or ((image // patch) ** 2 if image and patch else 0)
+    warm, largest = image_patches(kind, patch, merge, image, rules, warmup_key)
+    item = d.get("item_patches", 0) or largest
     return VisionTower(params=n, weight_bytes=nbytes, source=source, kind=kind, exact=exact, path=path,
                        hidden_size=d.get("hidden", 0), ff_size=d.get("ff", 0), layers=d.get("layers", 0),
                        heads=d.get("heads", 0), patch_size=patch, image_size=image, merge=merge,
