@@ -61,6 +61,16 @@ def test_the_catalogs_tower_shape_is_its_cited_vision_config(mid: str) -> None:
     assert (built.item_patches, built.weight_bytes) == (read.item_patches, read.weight_bytes)
 
 
+
+def test_qwen3_5_and_3_6_towers_profile_the_image_vllm_logs():
+    """Qwen3.5 / 3.6 ship Qwen3VLProcessor with longest_edge 16,777,216 pixels (rules/vision.toml max_image_pixels,
+    cited there): 65,536 patches of 16, merged 2 x 2 into 16,384 tokens, what vLLM logs for this tower family
+    ("Encoder cache will be initialized with a budget of 16384 tokens, and profiled with 1 image items",
+    noonghunna/club-3090 #1047)."""
+    for mid in ("qwen3.5-27b", "qwen3.6-35b-a3b"):
+        m = CATALOG.models[mid]
+        assert catalog_tower(m.vision_params, m.name, CATALOG.rules, m.vision).item_tokens == 16_384
+
 def test_towers_are_reported_not_silently_dropped() -> None:
     """llama.cpp loads a tower only from --mmproj: the answer says the catalog's tower is left out; vLLM
     loads it with the checkpoint: its weights and the profile run of its largest image (Qwen3-VL's processor:

@@ -68,6 +68,16 @@ def test_the_a100_40gb_total_is_what_vllm_logs(catalog):
     assert abs(left / 1024 - 39.38) < 0.03
 
 
+
+def test_the_rtx_5090_total_is_what_nvidia_smi_and_vllm_report(catalog):
+    """The 5090 is 32,607 MiB as nvidia-smi reports it (club-3090 #769, driver 595.71.05; hardware_db notes), not
+    32 GiB; less the consumer reserve it is within 0.1 GiB of vLLM's logged 'total_gpu_memory (31.37GiB)'
+    (vllm-project/vllm #14452), where 32 GiB gave 31.62."""
+    spec = catalog.gpus["rtx-5090"]
+    assert spec.vram_gib * 1024 == 32607
+    left = spec.vram_gib * 1024 - catalog.rules.memory.discrete_gpu.reserved_mib(spec.id, spec.vendor, spec.category)
+    assert abs(left / 1024 - 31.37) < 0.1
+
 def test_a_card_without_a_capture_takes_its_categorys_median(catalog, captures):
     """An uncaptured NVIDIA card plans with the median of its category's captured cards (data-centre cards keep
     more than GeForce ones); another vendor keeps its own figure."""
