@@ -340,8 +340,7 @@ def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, heads: i
     (tests/data/vllm_memory_logs.csv rows 1, 6, 9, 19-23, 26). Fixed costs (CUDA graphs) are
     `compute_fixed_mib`."""
     share = heads / max(model.attention_heads, 1)  # tensor parallel shards the MLP like the heads
-    width = model.moe_intermediate_size * max(model.experts_active, 1) if model.is_moe else model.intermediate_size
-    act = ub * (4 * model.hidden_size + 3 * width * share) * 2
+    act = ub * (4 * model.hidden_size + _torch_mlp_width(model, share)) * 2
     holds_output, sequences = g.holds_output, g.sequences
     if runtime.sampler_copies is not None and sequences:
         # vLLM V1 computes logits only for the sampled rows of its profile batch and warms the sampler up
@@ -351,6 +350,24 @@ def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, heads: i
         logits = model.vocab_size * ub * 4 if holds_output else 0
     scores = heads * g.ctx_cells * ub * 2 if runtime.eager_attention else 0
     return int(act + logits + scores)
+
+
+def _torch_mlp_width(model: ModelSpec, share: float) -> float:
+    """16-bit values one token holds in a PyTorch runtime's feed-forward block, on a GPU with `share` of the
+    MLP. Dense: gate-up output and activation, 3 x intermediate. MoE (vLLM's fused experts, TritonExperts
+    workspace_shapes in vllm/model_executor/layers/fused_moe/experts/triton_moe.py @0003357, and the same two
+    widths swapped in MarlinExperts', the 4-bit checkpoints' kernel: search-index file id 55088225468): each chosen
+    expert's row of workspace13 (max(intermediate, hidden)) and workspace2 (max(2 x intermediate, hidden)); the
+    second holds the down projection's per-expert output of the unsharded hidden width, so fine-grained experts
+    (intermediate < hidden) cost 2 x top-k x hidden whatever the tensor-parallel size, and experts at least as
+    wide as the hidden state cost 3 x top-k x intermediate as a dense MLP would. Shared experts run as a dense
+    MLP beside it. A MoE model's leading dense layers count when their MLP is the larger."""
+    dense = 3 * model.intermediate_size * share
+    if not model.is_moe:
+        return dense
+    i, d = model.moe_intermediate_size * share, model.hidden_size
+    moe = max(model.experts_active, 1) * (max(i, d) + max(2 * i, d)) + 3 * model.shared_experts * i
+    return max(moe, dense) if model.dense_layers else moe
 
 
 def context_bytes(runtime: RuntimeSpec) -> int:
