@@ -297,20 +297,23 @@ def test_exllama_keeps_the_token_embedding_in_system_ram(catalog, runtime, gpus,
         assert all(d.embed_bytes == 0 for d in r.placement.devices)
 
 
-@pytest.mark.parametrize("model,tp,routed", [
+@pytest.mark.parametrize("model,tp,routed,held", [
     # fine-grained experts (intermediate < hidden): each chosen expert's workspace13 and workspace2 rows are the
     # unsharded hidden width, 2 x top-k x hidden, at any tensor-parallel size
-    ("qwen3-next-80b-a3b", 2, 2 * 10 * 2048),
-    ("qwen3-235b-a22b", 4, 2 * 8 * 4096),
+    ("qwen3-next-80b-a3b", 2, 2 * 10 * 2048, 4 * 2048 + 2 * 8 * 128),
+    ("qwen3-235b-a22b", 4, 2 * 8 * 4096, 3 * (16 + 1) * 128),
     # experts at least as wide as the hidden state: gate-up output (2 x intermediate) and activation (intermediate)
-    ("mixtral-8x7b", 1, 2 * 3 * 14336),
-    ("gpt-oss-120b", 1, 4 * 3 * 2880),
+    ("mixtral-8x7b", 1, 2 * 3 * 14336, 3 * (32 + 8) * 128),
+    ("gpt-oss-120b", 1, 4 * 3 * 2880, 3 * (64 + 8) * 64),
 ])
-def test_vllm_moe_activations_are_its_fused_expert_workspaces(catalog, model, tp, routed):
+def test_vllm_moe_activations_are_its_fused_expert_workspaces(catalog, model, tp, routed, held):
     """vLLM's TritonExperts.workspace_shapes (vllm/model_executor/layers/fused_moe/experts/triton_moe.py
     @0003357): workspace13 (M, topk, max(N/2, K)) and workspace2 (M, topk, max(N, K)), N = 2 x the expert's
     intermediate size on this rank, K = hidden. One more token of the profile batch adds, besides the residual
-    stream (4 x hidden), those rows and the shared experts' dense MLP, in 16-bit values."""
+    stream (4 x hidden), those rows, which persist across layers, and the larger of what the shared experts'
+    dense MLP and the token mixer hold beside them (Qwen3-Next's Gated DeltaNet on one of two ranks: 4 x 2,048
+    inner + 2 x 8 key heads x 128; Qwen3-235B's attention on one of four: 3 x (16 + 1 heads) x 128; Mixtral's:
+    3 x (32 + 8) x 128; gpt-oss-120b's: 3 x (64 + 8) x 64), in 16-bit values."""
     m, rt = catalog.models[model], catalog.runtimes["vllm"]
     heads = m.attention_heads // tp
 
@@ -318,4 +321,4 @@ def test_vllm_moe_activations_are_its_fused_expert_workspaces(catalog, model, tp
         return mem.compute_buffer_bytes(m, rt, mem.GraphShape(4096, holds_output=False, flash_attention=True,
                                                               heads_on_device=heads, ubatch=ub))
     shared = 3 * m.shared_experts * m.moe_intermediate_size // tp
-    assert peak(2049) - peak(2048) == (4 * m.hidden_size + routed + shared) * 2
+    assert peak(2049) - peak(2048) == (4 * m.hidden_size + routed + max(shared, held)) * 2

@@ -360,14 +360,35 @@ def _torch_mlp_width(model: ModelSpec, share: float) -> float:
     expert's row of workspace13 (max(intermediate, hidden)) and workspace2 (max(2 x intermediate, hidden)); the
     second holds the down projection's per-expert output of the unsharded hidden width, so fine-grained experts
     (intermediate < hidden) cost 2 x top-k x hidden whatever the tensor-parallel size, and experts at least as
-    wide as the hidden state cost 3 x top-k x intermediate as a dense MLP would. Shared experts run as a dense
-    MLP beside it. A MoE model's leading dense layers count when their MLP is the larger."""
+    wide as the hidden state cost 3 x top-k x intermediate as a dense MLP would. The workspaces are one buffer
+    that persists across layers (vLLM's WorkspaceManager.get_simultaneous, used by the modular MoE kernel since
+    vllm-project/vllm #27532, "a global persistent buffer" shared by every layer: #44544), so they are held while
+    the shared experts' dense MLP or the other layers' mixers run (`_torch_mixer_width`), whichever is larger. A
+    MoE model's leading dense layers count when their MLP is the larger."""
     dense = 3 * model.intermediate_size * share
     if not model.is_moe:
         return dense
     i, d = model.moe_intermediate_size * share, model.hidden_size
-    moe = max(model.experts_active, 1) * (max(i, d) + max(2 * i, d)) + 3 * model.shared_experts * i
+    held = max(3 * model.shared_experts * i, _torch_mixer_width(model, share))
+    moe = max(model.experts_active, 1) * (max(i, d) + max(2 * i, d)) + held
     return max(moe, dense) if model.dense_layers else moe
+
+
+def _torch_mixer_width(model: ModelSpec, share: float) -> float:
+    """16-bit values one token holds in a layer's token mixer during vLLM's profile run, which runs every
+    projection at the whole batch but skips the attention kernel itself (no attention metadata in profile_run:
+    vllm/v1/worker/gpu_model_runner.py _dummy_run @000fc94; the Gated DeltaNet layer only warms its kernels up at
+    64 tokens, vllm-project/vllm #54775). Attention: the fused q, k, v output (q + 2 x kv widths), q and k again
+    after their norm and rotary embedding (q + kv), and the output before o_proj (q), 3 x (q + kv). Recurrent (Mamba2, Gated
+    DeltaNet): the projected convolution channels (inner + 2 x groups x state), the gate z, the mixer's output
+    and its gated norm, 4 x inner + 2 x groups x state. The larger of the two, on a GPU with `share` of the
+    heads (tests/data/leads/vllm_gdn_moe_activation_derivation.md reads the tensors off qwen3_next.py and
+    qwen_gdn_linear_attn.py)."""
+    q = model.attention_heads * model.head_dim * share
+    kv = max(model.kv_heads * share, 1) * model.head_dim
+    r = model.recurrent
+    recurrent = (4 * r.inner_size + 2 * r.group_count * r.state_size) * share if r is not None else 0
+    return max(3 * (q + kv), recurrent)
 
 
 def context_bytes(runtime: RuntimeSpec) -> int:
