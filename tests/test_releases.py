@@ -6,11 +6,19 @@ it (vllm-project/vllm#17238, tests/data/oom_reports.csv) is a plain fit for toda
 
 from __future__ import annotations
 
+import csv
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
+from advisor.engine.check import evaluate
+from advisor.engine.options import Options
 from advisor.engine.releases import at_release, parse_version
+from advisor.probe.flags import rig_from_flags
 from advisor.errors import AdvisorError
 
+HYBRID = list(csv.DictReader((Path(__file__).parent / "data" / "vllm_hybrid_pool_logs.csv").open(encoding="utf-8")))
 QWEN_32B_INT8_2X3090 = ("check", "qwen2.5-32b", "--quant", "int8", "--runtime", "vllm", "--gpu", "2xrtx-3090",
                         "--ctx", "4096", "--gpu-memory-utilization", "0.9", "--enforce-eager",
                         "--tensor-parallel-size", "2", "--json")
@@ -29,13 +37,29 @@ def test_anything_else_is_refused(text):
 
 def test_each_range_applies_only_inside_its_releases(catalog):
     vllm = catalog.runtimes["vllm"]
-    assert at_release(vllm, None) is vllm and at_release(vllm, "0.7.3") == vllm and at_release(vllm, "0.8.4") == vllm
+    assert at_release(vllm, None) is vllm and at_release(vllm, "0.21.0") == vllm and at_release(vllm, "0.24.0") == vllm
+    graphs_after_the_pool = replace(vllm, cuda_graph_mib=0)
+    assert at_release(vllm, "0.7.3") == graphs_after_the_pool and at_release(vllm, "0.8.4") == graphs_after_the_pool
+    assert at_release(vllm, "0.20.2") == graphs_after_the_pool
     old = at_release(vllm, "0.8.1")
-    assert (old.max_num_seqs, old.sampler_copies) == (1024, 8.0)
+    assert (old.max_num_seqs, old.sampler_copies, old.cuda_graph_mib) == (1024, 8.0, 0)
     mid = at_release(vllm, "0.8.3")
     assert (mid.max_num_seqs, mid.sampler_copies) == (1024, vllm.sampler_copies)
     assert at_release(catalog.runtimes["llama.cpp"], "0.8.1") == catalog.runtimes["llama.cpp"]
     assert all(r.basis for r in vllm.releases)
+
+
+def test_before_0_21_the_graphs_do_not_come_out_of_the_pool(catalog):
+    """The Gemma 3 start-up log of vLLM 0.11 (tests/data/vllm_hybrid_pool_logs.csv) sized its pool and then logged
+    "Graph capturing finished in 22 secs, took 1.02 GiB": asked for that release, the pool keeps the 700 MiB
+    today's vLLM gives its graph profile."""
+    r = next(r for r in HYBRID if r["model"] == "gemma-3-27b")
+    rig = rig_from_flags(catalog, [r["gpu"]])
+    pools = [evaluate(catalog, rig, catalog.models[r["model"]],
+                      Options(runtime="vllm", ctx=int(r["max_model_len"]), max_num_batched_tokens=8192,
+                              runtime_version=version)).serving.devices[0].pool_bytes
+             for version in (r["vllm_version"], None)]
+    assert pools[0] - pools[1] == catalog.runtimes["vllm"].cuda_graph_mib * 2**20
 
 
 def test_the_sampler_copies_are_the_tensors_counted_in_the_toml(catalog):

@@ -529,6 +529,9 @@ class RuntimeRelease(Record):
     """The same on GPUs of `large_gpu_gib` and more (0: as today's)."""
     sampler_copies: float | None = None
     """Its sampler warm-up's f32 copies of (requests x vocabulary) at the peak (None: as today's)."""
+    cuda_graph_mib: float | None = None
+    """CUDA graph memory it takes out of the KV pool (0: its graphs are captured after the pool, out of the
+    memory the utilization fraction leaves; None: as today's)."""
     basis: str = ""
     """Where these come from (the source files and pull requests)."""
 

@@ -37,7 +37,8 @@ def at_release(runtime: RuntimeSpec, version: str | None) -> RuntimeSpec:
         if not _covers(rel, asked):
             continue
         changed = {k: v for k, v in (("max_num_seqs", rel.max_num_seqs), ("max_num_seqs_large", rel.max_num_seqs_large)) if v}
-        if rel.sampler_copies is not None:
-            changed["sampler_copies"] = rel.sampler_copies
+        for name in ("sampler_copies", "cuda_graph_mib"):
+            if getattr(rel, name) is not None:
+                changed[name] = getattr(rel, name)
         runtime = replace(runtime, **changed)
     return runtime
