@@ -322,3 +322,14 @@ def test_vllm_moe_activations_are_its_fused_expert_workspaces(catalog, model, tp
                                                               heads_on_device=heads, ubatch=ub))
     shared = 3 * m.shared_experts * m.moe_intermediate_size // tp
     assert peak(2049) - peak(2048) == (4 * m.hidden_size + routed + max(shared, held)) * 2
+
+
+def test_other_runtimes_count_each_chosen_expert_as_a_dense_mlp(catalog):
+    """Only a runtime whose MoE kernel is vLLM's (rules/runtimes.toml moe_activations = "fused_workspace") holds
+    the hidden-wide workspaces; SGLang's experts keep the gate-up output and activation of their own width."""
+    m = catalog.models["qwen3-next-80b-a3b"]
+    rt = catalog.runtimes["sglang"]
+    assert rt.moe_activations == "expert_mlp" and catalog.runtimes["vllm"].moe_activations == "fused_workspace"
+    peak = [mem.compute_buffer_bytes(m, rt, mem.GraphShape(4096, holds_output=False, flash_attention=True,
+                                                           ubatch=ub)) for ub in (2048, 2049)]
+    assert peak[1] - peak[0] == (4 * m.hidden_size + 3 * 10 * 512) * 2

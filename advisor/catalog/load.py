@@ -490,6 +490,7 @@ def _cross_check(tables: dict[str, dict[str, Any]]) -> list[str]:
         problems.append("[[runtime]]: no runtime has trains = true (fine-tuning estimates need one)")
     for ident, rt in tables["runtime"].items():
         for name, value, allowed in (("compute_buffers", rt.compute_buffers, ("ggml_graph", "activation_peak")),
+                                     ("moe_activations", rt.moe_activations, ("expert_mlp", "fused_workspace")),
                                      ("tensor_split", rt.tensor_split, ("heads", "rows", "channels", "meta")),
                                      ("default_split", rt.default_split, ("layer", "tensor")),
                                      ("family", rt.family, ("ggml", "paged", "exllama", "torch")),

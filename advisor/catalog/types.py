@@ -608,6 +608,10 @@ class RuntimeSpec(Record):
     """How its scratch memory is sized: `ggml_graph` (llama.cpp reserves its compute graph for one
     micro-batch at the full context) or `activation_peak` (PyTorch runtimes: the activation peak of one
     chunk plus `compute_fixed_mib`)."""
+    moe_activations: str = "expert_mlp"
+    """What a MoE layer holds per token in its activation peak (`activation_peak` runtimes): `expert_mlp` (each
+    chosen expert's gate-up output and activation, as a dense MLP of the experts' width) or `fused_workspace`
+    (vLLM's fused-expert workspaces, which persist across layers: advisor/engine/memory.py _torch_mlp_width)."""
     eager_attention: bool = False
     """Attention materialises the full score matrix (no fused kernel): its memory grows with the context."""
     tensor_split: str = "heads"

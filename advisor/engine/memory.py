@@ -340,7 +340,7 @@ def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, heads: i
     (tests/data/vllm_memory_logs.csv rows 1, 6, 9, 19-23, 26). Fixed costs (CUDA graphs) are
     `compute_fixed_mib`."""
     share = heads / max(model.attention_heads, 1)  # tensor parallel shards the MLP like the heads
-    act = ub * (4 * model.hidden_size + _torch_mlp_width(model, share)) * 2
+    act = ub * (4 * model.hidden_size + _torch_mlp_width(model, runtime, share)) * 2
     holds_output, sequences = g.holds_output, g.sequences
     if runtime.sampler_copies is not None and sequences:
         # vLLM V1 computes logits only for the sampled rows of its profile batch and warms the sampler up
@@ -352,9 +352,10 @@ def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, heads: i
     return int(act + logits + scores)
 
 
-def _torch_mlp_width(model: ModelSpec, share: float) -> float:
+def _torch_mlp_width(model: ModelSpec, runtime: RuntimeSpec, share: float) -> float:
     """16-bit values one token holds in a PyTorch runtime's feed-forward block, on a GPU with `share` of the
-    MLP. Dense: gate-up output and activation, 3 x intermediate. MoE (vLLM's fused experts, TritonExperts
+    MLP. Dense: gate-up output and activation, 3 x intermediate; so is each chosen expert of a MoE layer where
+    the runtime's `moe_activations` is `expert_mlp`. `fused_workspace` (vLLM's fused experts, TritonExperts
     workspace_shapes in vllm/model_executor/layers/fused_moe/experts/triton_moe.py @0003357, and the same two
     widths swapped in MarlinExperts', the 4-bit checkpoints' kernel: search-index file id 55088225468): each chosen
     expert's row of workspace13 (max(intermediate, hidden)) and workspace2 (max(2 x intermediate, hidden)); the
@@ -369,6 +370,8 @@ def _torch_mlp_width(model: ModelSpec, share: float) -> float:
     if not model.is_moe:
         return dense
     i, d = model.moe_intermediate_size * share, model.hidden_size
+    if runtime.moe_activations != "fused_workspace":
+        return 3 * max(model.experts_active, 1) * i
     held = max(3 * model.shared_experts * i, _torch_mixer_width(model, share))
     moe = max(model.experts_active, 1) * (max(i, d) + max(2 * i, d)) + held
     return max(moe, dense) if model.dense_layers else moe
