@@ -344,3 +344,8 @@ def test_other_runtimes_count_each_chosen_expert_as_a_dense_mlp(catalog):
     peak = [mem.compute_buffer_bytes(m, rt, mem.GraphShape(4096, holds_output=False, flash_attention=True,
                                                            ubatch=ub)) for ub in (2048, 2049)]
     assert peak[1] - peak[0] == (4 * m.hidden_size + 3 * 10 * 512) * 2
+    # leading dense layers count where their MLP is the wider (DeepSeek V3: 18,432 against 8 experts of 2,048)
+    ds = catalog.models["deepseek-v3"]
+    peak = [mem.compute_buffer_bytes(ds, rt, mem.GraphShape(4096, holds_output=False, flash_attention=True,
+                                                            ubatch=ub)) for ub in (2048, 2049)]
+    assert peak[1] - peak[0] == (4 * ds.hidden_size + 3 * 18432) * 2

@@ -369,11 +369,11 @@ def _torch_mlp_width(model: ModelSpec, runtime: RuntimeSpec, share: float) -> fl
     dense = 3 * model.intermediate_size * share
     if not model.is_moe:
         return dense
-    i, d = model.moe_intermediate_size * share, model.hidden_size
-    if runtime.moe_activations != "fused_workspace":
-        return 3 * max(model.experts_active, 1) * i
-    held = max(3 * model.shared_experts * i, _torch_mixer_width(model, share))
-    moe = max(model.experts_active, 1) * (max(i, d) + max(2 * i, d)) + held
+    i, d, k = model.moe_intermediate_size * share, model.hidden_size, max(model.experts_active, 1)
+    if runtime.moe_activations == "fused_workspace":
+        moe = k * (max(i, d) + max(2 * i, d)) + max(3 * model.shared_experts * i, _torch_mixer_width(model, share))
+    else:
+        moe = 3 * k * i
     return max(moe, dense) if model.dense_layers else moe
 
 
@@ -382,11 +382,11 @@ def _torch_mixer_width(model: ModelSpec, share: float) -> float:
     projection at the whole batch but skips the attention kernel itself (no attention metadata in profile_run:
     vllm/v1/worker/gpu_model_runner.py _dummy_run @000fc94; the Gated DeltaNet layer only warms its kernels up at
     64 tokens, vllm-project/vllm #54775). Attention: the fused q, k, v output (q + 2 x kv widths), q and k again
-    after their norm and rotary embedding (q + kv), and the output before o_proj (q), 3 x (q + kv). Recurrent (Mamba2, Gated
-    DeltaNet): the projected convolution channels (inner + 2 x groups x state), the gate z, the mixer's output
-    and its gated norm, 4 x inner + 2 x groups x state. The larger of the two, on a GPU with `share` of the
-    heads (tests/data/leads/vllm_gdn_moe_activation_derivation.md reads the tensors off qwen3_next.py and
-    qwen_gdn_linear_attn.py)."""
+    after their norm and rotary embedding (q + kv), and the output before o_proj (q), 3 x (q + kv). Recurrent
+    (Mamba2, Gated DeltaNet): the projected convolution channels (inner + 2 x groups x state), the gate z, the
+    mixer's output and its gated norm, 4 x inner + 2 x groups x state. The larger of the two, on a GPU with
+    `share` of the heads (tests/data/leads/vllm_gdn_moe_activation_derivation.md reads the tensors off
+    qwen3_next.py and qwen_gdn_linear_attn.py)."""
     q = model.attention_heads * model.head_dim * share
     kv = max(model.kv_heads * share, 1) * model.head_dim
     r = model.recurrent
