@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from advisor.engine.check import evaluate, resolve_quant
 from advisor.engine.options import Options
 from advisor.engine.placement import Placer, llama_cpp_layer_devices
 from advisor.engine.placement.records import plain_fit
+from advisor.engine.releases import at_release
 from advisor.engine.scenario import Scenario
 from advisor.probe.flags import rig_from_flags
 
@@ -243,13 +245,33 @@ def test_best_quant_is_chosen_and_said(catalog):
     assert not big.fits and big.quant.id == "Q4_K_M"
 
 
-def test_vllm_activation_peak_matches_its_logs(catalog):
-    """vLLM's logged PyTorch activation peak at 8192 batched tokens on an H100 (tests/data/vllm_memory_logs.csv)."""
-    rt = catalog.runtimes["vllm"]
-    for model, logged_gib in (("llama-3.1-8b", 4.76), ("qwen3-32b", 5.64), ("qwen3-0.6b", 5.56)):
-        peak = mem.compute_buffer_bytes(catalog.models[model], rt, mem.GraphShape(
-            16000, holds_output=True, flash_attention=True, ubatch=8192)) - rt.compute_fixed_mib * MIB
-        assert abs(peak / GIB / logged_gib - 1) < 0.15, (model, peak / GIB)
+# The llm-d H100 runs (tests/data/vllm_memory_logs.csv rows 19-23, 29, 30): V1 builds of 2025 (their DEBUG lines print
+# a --kv-cache-memory suggestion), vllm serve's 8,192 batched tokens and 1,024 requests on a >= 70 GiB card. Every
+# release from 0.8.0 to 0.16 has the same sampler term (rules/runtimes.toml), so 0.10.0 stands for them.
+LLM_D_RELEASE = "0.10.0"
+
+
+@pytest.mark.parametrize("model,logged_gib", [("llama-3.1-8b", 4.76), ("qwen3-32b", 5.64), ("qwen3-0.6b", 5.56)])
+def test_vllm_activation_peak_matches_its_logs(catalog, model, logged_gib):
+    """vLLM's logged PyTorch activation peak is its sampler's warm-up after the forward: 9.5 f32 copies of
+    (1,024 requests x vocabulary) while PyTorch sorts them, beside the batch's hidden states. Nothing is fitted on
+    these rows: the count is read off the sort (rules/runtimes.toml). 4.71, 5.58 and 5.52 GiB, -1.0% to -0.7%."""
+    rt = at_release(catalog.runtimes["vllm"], LLM_D_RELEASE)
+    peak = mem.compute_buffer_bytes(catalog.models[model], rt, mem.GraphShape(
+        16000, holds_output=True, flash_attention=True, ubatch=8192, sequences=1024))
+    assert abs(peak / GIB / logged_gib - 1) < 0.02, (model, peak / GIB)
+
+
+@pytest.mark.parametrize("model", ["gpt-oss-20b", "gpt-oss-120b"])
+def test_vllm_sampler_peak_at_another_vocabulary(catalog, model):
+    """gpt-oss-20b and -120b peaked at the same 7.38 GiB (rows 29, 30): 201,088 tokens of vocabulary give the same
+    9.5 copies 7.29 GiB, with the hidden states 7.33 (-0.7%). Their MoE kernel is held out of this check: today's
+    vLLM keeps its fused-expert workspace past the forward (memory._fused_workspace_width), which would put these
+    at 7.86 GiB (+6.5%); builds before vllm-project/vllm #27532 (December 2025) allocated it per call."""
+    rt = replace(at_release(catalog.runtimes["vllm"], LLM_D_RELEASE), moe_activations="expert_mlp")
+    peak = mem.compute_buffer_bytes(catalog.models[model], rt, mem.GraphShape(
+        16000, holds_output=True, flash_attention=True, ubatch=8192, sequences=1024))
+    assert abs(peak / GIB / 7.38 - 1) < 0.02, peak / GIB
 
 
 def test_vllm_activation_peak_of_a_hybrid_moe_is_held_out(catalog):
@@ -264,18 +286,14 @@ def test_vllm_activation_peak_of_a_hybrid_moe_is_held_out(catalog):
 
 
 def test_vllm_on_an_h100_leaves_the_logged_kv_space(catalog):
-    """Row 19: Llama 3.1 8B BF16 on an H100 at 0.9 utilisation left 51.38 GiB for the KV cache. That mid-2025
-    V1 build warmed its sampler up with more copies than today's (the five llm-d rows 19-23 imply 6.2-9.2,
-    median 7.5; the rulebook's 1.9 comes from the 2025-26 logs of tests/data/vllm_kv_pool_logs.csv), so the
-    rest of the model is checked here with that build's median."""
-    from dataclasses import replace as _replace
-
-    vllm = _replace(catalog.runtimes["vllm"], sampler_copies=7.5)
-    catalog = _replace(catalog, runtimes={**catalog.runtimes, "vllm": vllm})
+    """Row 19: Llama 3.1 8B BF16 on an H100 at 0.9 utilisation left 51.38 GiB for the KV cache, asked as the 2025
+    release it ran (its sampler's sort and graphs captured after the pool: rules/runtimes.toml): 51.25 GiB."""
+    catalog = replace(catalog, runtimes={**catalog.runtimes,
+                                         "vllm": at_release(catalog.runtimes["vllm"], LLM_D_RELEASE)})
     p = placer(catalog, "llama-3.1-8b", ["h100-sxm"], quant="BF16", runtime="vllm", ctx=16000).at(16000)
     d = p.devices[0]
     free_for_kv = d.capacity_bytes - d.weights_bytes - d.overhead_bytes
-    assert abs(free_for_kv / GIB - 51.38) < 2.0
+    assert abs(free_for_kv / GIB - 51.38) < 0.5, free_for_kv / GIB
 
 
 def test_unified_pcs_leave_the_os_its_share(catalog):

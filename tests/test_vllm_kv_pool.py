@@ -18,6 +18,7 @@ import pytest
 
 from advisor.engine.check import evaluate
 from advisor.engine.options import Options
+from advisor.engine.releases import at_release
 from advisor.probe.flags import rig_from_flags
 
 DATA = Path(__file__).parent / "data" / "vllm_kv_pool_logs.csv"
@@ -30,12 +31,24 @@ PREDICTED = [r for r in ROWS if r["gpu"]]
 # residual the sampler constant is fitted on, so the constant refitted without the L4/L40S source went 0.2 -> 0.0
 # copies (a fitted 0 had read as "no warm-up, logits for the whole batch", which put those rows at -6..-14%;
 # None says that now), and the median row moved from +1.18% to +1.27% (qwen3-14b on an L40S).
+# Then the sampler's peak became the larger of it and the forward pass (vLLM's profile samples after the forward has
+# freed its activations: RuntimeSpec.sampler_after_forward), where it had been added on top, and each row is asked as
+# its own release. That is what vLLM does, and it holds the 2025 builds' logged activation peaks within 1% from the
+# sort's own tensors (tests/test_engine_memory.py), but on these rows the median went from 1.27% to 2.34%: the one
+# constant now stands for the whole sampler peak (3.8 copies; 0.7 on top of the forward before) and these rows
+# scatter from 1.2 to 5.6 copies around it (the TP 2 RTX PRO 6000 row implies 1.2: -6.6% -> -19.2%). The best
+# single constant in sample gives 1.69%. Within 5% stayed 16 of 19.
 WITHIN_5PCT_MIN = 16
-MEDIAN_ABS_ERR_MAX = 0.0127
+MEDIAN_ABS_ERR_MAX = 0.0234
+
+
+def _release(r: dict) -> str | None:
+    """The row's vLLM release where its log states one (`--runtime-version`), else None: asked as today's."""
+    return r["vllm_version"] if r["vllm_version"][:1].isdigit() else None
 
 
 def _options(r: dict, **kw) -> Options:
-    return Options(runtime="vllm", quant=r["quant"], ctx=int(r["max_model_len"]),
+    return Options(runtime="vllm", quant=r["quant"], ctx=int(r["max_model_len"]), runtime_version=_release(r),
                    kv_type="fp8" if r["kv_cache_dtype"].startswith("fp8") else "f16",
                    memory_fraction=float(r["gpu_memory_utilization"]), enforce_eager=r["enforce_eager"] == "yes",
                    max_num_batched_tokens=int(r["max_num_batched_tokens"]) if r["max_num_batched_tokens"] else None,
@@ -63,19 +76,25 @@ def _predict(catalog, r: dict, copies: float) -> int:
     return rep.serving.kv_cache_tokens if rep.serving else 0
 
 
+# Copies at which the sampler's warm-up outweighs any row's forward pass, where vLLM's peak is the sampler's
+# (RuntimeSpec.sampler_after_forward) and grows by one copy per copy.
+_SAMPLER_BOUND = 30.0
+
+
 def _copies_of_row(catalog, r: dict) -> float | None:
     """The sampler copies that reproduce this row exactly (None where its term is too small to tell:
-    fewer than 64 sequences)."""
+    fewer than 64 sequences): solved where the sampler is the peak, so a row whose forward pass outweighs
+    its sampler gives fewer copies than that forward pass is worth."""
     seqs = int(r["max_num_seqs"] or 0)
-    if seqs < 64:
-        return None
-    cat = _with_copies(catalog, 0.0)
+    if seqs < 64 or at_release(replace(catalog.runtimes["vllm"], sampler_copies=None), _release(r)).sampler_copies:
+        return None  # too few requests to tell, or a release whose own copies rules/runtimes.toml counts
+    cat = _with_copies(catalog, _SAMPLER_BOUND)
     rep = evaluate(cat, _rig(cat, r), cat.models[r["model"]], _options(r))
     d = next(x for x in rep.placement.devices if x.holds_output)
     free = d.capacity_bytes - d.weights_bytes - d.overhead_bytes
     per_token = d.kv_cache_bytes / int(r["max_model_len"])
     logged = float(r["available_kv_gib"]) * GIB if r["available_kv_gib"] else int(r["kv_cache_tokens"]) * per_token
-    return (free - logged) / (seqs * cat.models[r["model"]].vocab_size * 4)
+    return _SAMPLER_BOUND + (free - logged) / (seqs * cat.models[r["model"]].vocab_size * 4)
 
 
 def _source(r: dict) -> str:
@@ -244,32 +263,41 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
 
 # The memory the hybrid rows' pools came from, predicted from the card alone (capacity x 0.90 less weights,
 # activation peak, vision encoder and its profile run, sampler warm-up, CUDA graphs, the rotary table and non-torch
-# memory) against the logged "Available KV cache memory": -21.9% (Qwen3.6, RTX 5090, max_num_seqs 1), +5.8% (Gemma 3,
-# MI300X), +4.2% (Qwen3-Next, 2x L40S), +5.3% (Llama 4 Scout, 8x H200). Issue 27 asks for 5%; what is missing is
-# decomposed in tests/data/vllm_hybrid_pool_logs.md ("From the card alone"). The test fails if an error grows.
-# History: +14.8%, +8.0%, +8.2%, +8.3% before the rotary table (Scout's 2.5 GiB a GPU); +14.2%, +8.0%, +8.0%, +5.5%
-# before the catalog knew its towers' shapes (hardware_db/models.toml `vision`): since then vLLM's profile run of
-# the largest image is counted for catalog models too, which took Gemma 3 from +8.0% to +5.8% (256-token images, as
-# many as the 8,192-token budget holds) and Qwen3.6 from +14.2% to -19.5% (one image of 16,384 tokens, 2.0 GiB above
-# the text peak the engine counts; the .md says what that row still lacks); then -21.9% when the RTX 5090 took the
-# 32,607 MiB nvidia-smi reports instead of 32 GiB (hardware_db/gpus-nvidia.toml). The fused-expert workspaces
-# (advisor/engine/memory.py _torch_mlp_width: 2 x top-k x hidden a token for experts narrower than the hidden state,
-# where 3 x top-k x the expert's width had been counted) took Qwen3-Next from +8.0% to +5.1% and Scout from +5.5% to
-# +5.3%, and the Gated DeltaNet projections held beside those persistent buffers Qwen3-Next to +4.2%; Qwen3.6's
-# peak stays its encoder's. Each bound moved with the commit that brought a missing term or a
-# measured figure in, not by drift, and says so.
+# memory) against the logged "Available KV cache memory", each row asked as the release it ran (`--runtime-version`):
+# -21.9% (Qwen3.6, RTX 5090, 0.24, max_num_seqs 1), +1.7% (Gemma 3, MI300X, 0.11), +2.3% (Qwen3-Next, 2x L40S, 0.13),
+# -1.2% (Llama 4 Scout, 8x H200, December 2025). Issue 27 asks for 5%; what is missing is decomposed in
+# tests/data/vllm_hybrid_pool_logs.md ("From the card alone"). The test fails if an error grows.
+# History, asked as today's vLLM: +14.8%, +8.0%, +8.2%, +8.3% before the rotary table (Scout's 2.5 GiB a GPU);
+# +14.2%, +8.0%, +8.0%, +5.5% before the catalog knew its towers' shapes (hardware_db/models.toml `vision`): since
+# then vLLM's profile run of the largest image is counted for catalog models too, which took Gemma 3 from +8.0% to
+# +5.8% (256-token images, as many as the 8,192-token budget holds) and Qwen3.6 from +14.2% to -19.5% (one image of
+# 16,384 tokens, 2.0 GiB above the text peak the engine counts; the .md says what that row still lacks); then
+# -21.9% when the RTX 5090 took the 32,607 MiB nvidia-smi reports instead of 32 GiB (hardware_db/gpus-nvidia.toml).
+# The fused-expert workspaces (advisor/engine/memory.py _fused_workspace_width) took Qwen3-Next from +8.0% to +5.1%
+# and Scout from +5.5% to +5.3%, and the Gated DeltaNet projections held beside those persistent buffers Qwen3-Next
+# to +4.2%. Then each row was asked as its own release, whose sampler sorted its logits (9.5 copies of 1,024 x
+# 262,208 for Gemma 3, 1,024 x 202,048 for Scout, 256 x 151,936 for Qwen3-Next: rules/runtimes.toml, before 0.17)
+# and whose CUDA graphs did not come out of the pool (before 0.21), and the sampler's peak became the larger of it
+# and the forward, with the fused-expert workspace kept beside it: Gemma 3 +1.7%, Qwen3-Next +2.3%, Scout -1.2%.
+# Each bound moved with the commit that brought a missing term or a measured figure in, not by drift, and says so.
 CARD_ALONE_WORST = 0.220  # 0.143 before the towers' shapes, 0.196 before the 5090's measured total
-CARD_ALONE_MEDIAN = 0.060  # 0.070 before the fused-expert workspaces
+CARD_ALONE_MEDIAN = 0.020  # 0.070 before the fused-expert workspaces, 0.060 before each row's own release
+CARD_ALONE_WITHIN_5PCT = 3  # all but Qwen3.6; 0 of 4 before each row's own release
+
+# A row whose log names no release is asked as one of its month's: every vLLM release of December 2025 (0.12.0,
+# 0.13.0) falls in the same `[[runtime.releases]]` ranges, which test_a_dated_row_s_release_does_not_matter checks.
+DATED_RELEASES = {"(Dec 2025; not stated)": ("0.12.0", "0.13.0")}
 
 
-def _card_alone_error(catalog, r: dict) -> float:
+def _card_alone_error(catalog, r: dict, release: str | None = None) -> float:
     tp = int(r["tensor_parallel"])
     rig = rig_from_flags(catalog, [f"{tp}x{r['gpu']}" if tp > 1 else r["gpu"]])
     opts = Options(runtime="vllm", quant=r["quant"], ctx=int(r["max_model_len"]),
                    max_num_batched_tokens=int(r["max_num_batched_tokens"]),
                    max_num_seqs=int(r["max_num_seqs"]) if r["max_num_seqs"] else None,
                    kv_type="fp8" if r["kv_cache_dtype"].startswith("fp8") else "f16",
-                   tensor_parallel=tp if tp > 1 else None)
+                   tensor_parallel=tp if tp > 1 else None,
+                   runtime_version=release or _release(r) or DATED_RELEASES[r["vllm_version"]][0])
     s = evaluate(catalog, rig, catalog.models[r["model"]], opts).serving
     return min(d.pool_bytes for d in s.devices) / (float(r["available_kv_gib"]) * GIB) - 1
 
@@ -279,6 +307,14 @@ def test_card_alone_memory_of_the_hybrid_rows_does_not_drift(catalog):
     print("\ncard-alone KV memory vs logged: " + ", ".join(f"{m} {e:+.1%}" for m, e in errs.items()))
     assert max(abs(e) for e in errs.values()) <= CARD_ALONE_WORST
     assert statistics.median(abs(e) for e in errs.values()) <= CARD_ALONE_MEDIAN
+    assert sum(abs(e) <= 0.05 for e in errs.values()) >= CARD_ALONE_WITHIN_5PCT
+
+
+def test_a_dated_row_s_release_does_not_matter(catalog):
+    for r in HYBRID:
+        if r["vllm_version"] in DATED_RELEASES:
+            errs = {_card_alone_error(catalog, r, v) for v in DATED_RELEASES[r["vllm_version"]]}
+            assert len(errs) == 1, r["model"]
 
 
 def test_the_rotary_table_is_loaded_on_every_gpu(catalog):

@@ -692,6 +692,10 @@ class RuntimeSpec(Record):
     instead)."""
     sampler_basis: str = ""
     """Where `sampler_copies` comes from."""
+    sampler_after_forward: bool = False
+    """Its profile warms the sampler up after the forward pass has freed its activations (vLLM's profile_run:
+    _dummy_run, then _dummy_sampler_run on the batch's hidden states), so the peak is the larger of the two;
+    False: both are held at once (a reserve sized for both, as ExLlamaV3's)."""
     kv_groups: bool = False
     """A paged pool shared by layer groups of each attention kind (vLLM's hybrid KV cache manager): a model
     with sliding-window, chunked or recurrent layers is accounted as advisor/engine/kv_groups.py says."""

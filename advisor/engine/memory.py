@@ -332,48 +332,62 @@ def _ffn_width(model: ModelSpec) -> int:
 
 def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, heads: int, g: GraphShape) -> int:
     """PyTorch runtimes (vLLM, ExLlamaV2, MLX, transformers): the activation peak of one chunk of `ub`
-    tokens: f32 logits for the whole chunk (vocab x ub x 4, which dominates), the 16-bit residual,
-    norms and MLP activations, and for transformers' eager attention the 16-bit score matrix.
-
-    vLLM's logged "PyTorch activation peak" matches this: 4.76 GiB for Llama 3.1 8B and 5.56-5.64 GiB
-    for Qwen3 0.6B/32B at 8192 batched tokens on H100, ~1.2-1.45 GiB for 7-32B at 2048
-    (tests/data/vllm_memory_logs.csv rows 1, 6, 9, 19-23, 26). Fixed costs (CUDA graphs) are
-    `compute_fixed_mib`."""
+    tokens: the 16-bit residual, norms and MLP activations, for transformers' eager attention the 16-bit score
+    matrix, and f32 logits: for the whole chunk, or where the runtime warms its sampler up with `sequences`
+    requests, `sampler_copies` f32 copies of (sequences x vocab) (rules/runtimes.toml). vLLM's profile samples
+    after the forward has freed its activations (`sampler_after_forward`): its peak is the larger of the forward
+    and the sampler beside what outlives the forward, the batch's hidden states and the fused experts' persistent
+    workspace. Its logged "PyTorch activation peak" is held to this in tests/test_engine_memory.py (4.76-7.38
+    GiB at 8,192 batched tokens and 1,024 requests on an H100, tests/data/vllm_memory_logs.csv rows 19-23, 29,
+    30, within 1% as the 2025 releases that ran them). Fixed costs (CUDA graphs) are `compute_fixed_mib`."""
     share = heads / max(model.attention_heads, 1)  # tensor parallel shards the MLP like the heads
     act = ub * (4 * model.hidden_size + _torch_mlp_width(model, runtime, share)) * 2
-    holds_output, sequences = g.holds_output, g.sequences
-    if runtime.sampler_copies is not None and sequences:
-        # vLLM V1 computes logits only for the sampled rows of its profile batch and warms the sampler up
-        # with max_num_seqs requests: a few f32 copies of (sequences x vocab) (runtimes.toml sampler_copies).
-        logits = int(runtime.sampler_copies * model.vocab_size * sequences * 4) if holds_output else 0
-    else:
-        logits = model.vocab_size * ub * 4 if holds_output else 0
-    scores = heads * g.ctx_cells * ub * 2 if runtime.eager_attention else 0
-    return int(act + logits + scores)
+    act += heads * g.ctx_cells * ub * 2 if runtime.eager_attention else 0
+    if runtime.sampler_copies is None or not g.sequences:
+        return int(act + (model.vocab_size * ub * 4 if g.holds_output else 0))
+    if not g.holds_output:
+        return int(act)
+    sampler = runtime.sampler_copies * model.vocab_size * g.sequences * 4
+    if not runtime.sampler_after_forward:
+        return int(act + sampler)
+    kept = ub * (model.hidden_size + _fused_workspace_width(model, runtime, share)) * 2
+    return int(max(act, sampler + kept))
+
+
+def _fused_workspace_width(model: ModelSpec, runtime: RuntimeSpec, share: float) -> float:
+    """16-bit values one token holds in vLLM's fused-expert workspaces (0 where the runtime's MoE layers do not
+    run them, `moe_activations`): each chosen expert's row of workspace13 (max(intermediate, hidden)) and
+    workspace2 (max(2 x intermediate, hidden)), from TritonExperts workspace_shapes in
+    vllm/model_executor/layers/fused_moe/experts/triton_moe.py @0003357 and the same two widths swapped in
+    MarlinExperts', the 4-bit checkpoints' kernel (search-index file id 55088225468). The second holds the down
+    projection's per-expert output of the unsharded hidden width, so fine-grained experts (intermediate < hidden)
+    cost 2 x top-k x hidden whatever the tensor-parallel size. The workspaces are one buffer that persists across
+    layers and after the forward (vLLM's WorkspaceManager.get_simultaneous, used by the modular MoE kernel since
+    vllm-project/vllm #27532: "a global persistent buffer", #44544; it "grows to the largest fused-expert GEMM it
+    sees" and is kept, Tencent-Hunyuan/UniRL #370)."""
+    if not model.is_moe or runtime.moe_activations != "fused_workspace":
+        return 0.0
+    i, d, k = model.moe_intermediate_size * share, model.hidden_size, max(model.experts_active, 1)
+    return k * (max(i, d) + max(2 * i, d))
 
 
 def _torch_mlp_width(model: ModelSpec, runtime: RuntimeSpec, share: float) -> float:
     """16-bit values one token holds in a PyTorch runtime's feed-forward block, on a GPU with `share` of the
     MLP. Dense: gate-up output and activation, 3 x intermediate; so is each chosen expert of a MoE layer where
-    the runtime's `moe_activations` is `expert_mlp`. `fused_workspace` (vLLM's fused experts, TritonExperts
-    workspace_shapes in vllm/model_executor/layers/fused_moe/experts/triton_moe.py @0003357, and the same two
-    widths swapped in MarlinExperts', the 4-bit checkpoints' kernel: search-index file id 55088225468): each chosen
-    expert's row of workspace13 (max(intermediate, hidden)) and workspace2 (max(2 x intermediate, hidden)); the
-    second holds the down projection's per-expert output of the unsharded hidden width, so fine-grained experts
-    (intermediate < hidden) cost 2 x top-k x hidden whatever the tensor-parallel size, and experts at least as
-    wide as the hidden state cost 3 x top-k x intermediate as a dense MLP would. The workspaces are one buffer
-    that persists across layers (vLLM's WorkspaceManager.get_simultaneous, used by the modular MoE kernel since
-    vllm-project/vllm #27532, "a global persistent buffer" shared by every layer: #44544), so they are held while
-    the shared experts' dense MLP or the other layers' mixers run (`_torch_mixer_width`), whichever is larger. A
-    MoE model's leading dense layers count when their MLP is the larger."""
+    the runtime's `moe_activations` is `expert_mlp`. `fused_workspace`: vLLM's fused-expert workspaces
+    (`_fused_workspace_width`; experts at least as wide as the hidden state cost 3 x top-k x intermediate as a
+    dense MLP would), held while the shared experts' dense MLP or the other layers' mixers run
+    (`_torch_mixer_width`), whichever is larger. A MoE model's leading dense layers count when their MLP is the
+    larger."""
     dense = 3 * model.intermediate_size * share
     if not model.is_moe:
         return dense
-    i, d, k = model.moe_intermediate_size * share, model.hidden_size, max(model.experts_active, 1)
+    i = model.moe_intermediate_size * share
     if runtime.moe_activations == "fused_workspace":
-        moe = k * (max(i, d) + max(2 * i, d)) + max(3 * model.shared_experts * i, _torch_mixer_width(model, share))
+        moe = _fused_workspace_width(model, runtime, share) + max(3 * model.shared_experts * i,
+                                                                  _torch_mixer_width(model, share))
     else:
-        moe = 3 * k * i
+        moe = 3 * max(model.experts_active, 1) * i
     return max(moe, dense) if model.dense_layers else moe
 
 
