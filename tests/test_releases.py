@@ -1,6 +1,6 @@
 """`--runtime-version`: a runtime as one of its older releases started (rules/runtimes.toml [[runtime.releases]],
-advisor/engine/releases.py). vLLM 0.8.0-0.8.3 planned 1,024 requests per step on every GPU and 0.8.0-0.8.1 warmed
-its sampler up with the PyTorch top-k/top-p path's 8 f32 copies of the logits; the public OOM report that ran into
+advisor/engine/releases.py). vLLM 0.8.0-0.8.3 planned 1,024 requests per step on every GPU and until 0.17 its
+sampler's warm-up sorted the logits with PyTorch (9.5 f32 copies live); the public OOM report that ran into
 it (vllm-project/vllm#17238, tests/data/oom_reports.csv) is a plain fit for today's vLLM and does not start at
 0.8.1."""
 
@@ -24,12 +24,13 @@ QWEN_32B_INT8_2X3090 = ("check", "qwen2.5-32b", "--quant", "int8", "--runtime", 
                         "--tensor-parallel-size", "2", "--json")
 
 
-@pytest.mark.parametrize(("text", "parsed"), [("0.8.1", (0, 8, 1)), ("v0.8.5.post1", (0, 8, 5)), ("0.10", (0, 10))])
+@pytest.mark.parametrize(("text", "parsed"), [("0.8.1", (0, 8, 1)), ("v0.8.5.post1", (0, 8, 5)), ("0.10", (0, 10)),
+                                                   ("4567", (4567,)), ("0.11.0rc2.dev98", (0, 11, 0))])
 def test_release_numbers_are_read_as_printed(text, parsed):
     assert parse_version(text) == parsed
 
 
-@pytest.mark.parametrize("text", ["banana", "", "latest", ".8"])
+@pytest.mark.parametrize("text", ["banana", "", "latest", ".8", "0.x", "1.x"])
 def test_anything_else_is_refused(text):
     with pytest.raises(AdvisorError):
         parse_version(text)

@@ -11,11 +11,12 @@ from dataclasses import replace
 from advisor.catalog.types import RuntimeRelease, RuntimeSpec
 from advisor.errors import AdvisorError
 
-_VERSION = re.compile(r"v?(\d{1,4}(?:\.\d{1,4}){0,3})")
+_VERSION = re.compile(r"v?(\d{1,6}(?!\.\D)(?:\.\d{1,4}){0,3})")  # "0.x" is not release 0; "0.8.5.post1" is 0.8.5
 
 
 def parse_version(text: str) -> tuple[int, ...]:
-    """`0.8.1` (or `v0.8.1`, `0.8.5.post1`'s leading numbers) as (0, 8, 1); one line and exit 2 otherwise."""
+    """`0.8.1` (or `v0.8.1`, `0.8.5.post1`'s leading numbers) as (0, 8, 1), llama.cpp's build `4567` as (4567,);
+    one line and exit 2 otherwise (`0.x`)."""
     m = _VERSION.match(text.strip())
     if not m:
         raise AdvisorError(f"runtime version {text[:40]!r} is not a release number",
