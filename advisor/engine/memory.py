@@ -339,7 +339,8 @@ def _torch_activations(model: ModelSpec, runtime: RuntimeSpec, ub: int, heads: i
     and the sampler beside what outlives the forward, the batch's hidden states and the fused experts' persistent
     workspace. Its logged "PyTorch activation peak" is held to this in tests/test_engine_memory.py (4.76-7.38
     GiB at 8,192 batched tokens and 1,024 requests on an H100, tests/data/vllm_memory_logs.csv rows 19-23, 29,
-    30, within 1% as the 2025 releases that ran them). Fixed costs (CUDA graphs) are `compute_fixed_mib`."""
+    30, within 1% as the 2025 releases that ran them; gpt-oss's rows without the workspace, which those builds
+    freed after each call). Fixed costs (CUDA graphs) are `compute_fixed_mib`."""
     share = heads / max(model.attention_heads, 1)  # tensor parallel shards the MLP like the heads
     act = ub * (4 * model.hidden_size + _torch_mlp_width(model, runtime, share)) * 2
     act += heads * g.ctx_cells * ub * 2 if runtime.eager_attention else 0
