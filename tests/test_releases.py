@@ -38,9 +38,10 @@ def test_anything_else_is_refused(text):
 
 def test_each_range_applies_only_inside_its_releases(catalog):
     vllm = catalog.runtimes["vllm"]
-    assert at_release(vllm, None) is vllm and at_release(vllm, "0.21.0") == vllm and at_release(vllm, "0.24.0") == vllm
-    graphs_after_the_pool = replace(vllm, cuda_graph_mib=0)
-    assert at_release(vllm, "0.7.3") == graphs_after_the_pool and at_release(vllm, "0.20.2") == graphs_after_the_pool
+    assert at_release(vllm, None) is vllm and at_release(vllm, "0.20.0") == vllm and at_release(vllm, "0.24.0") == vllm
+    graphs_after_the_pool = replace(vllm, cuda_graph_mib=0, gpu_memory_utilization=0.9)
+    assert at_release(vllm, "0.19.1") == graphs_after_the_pool
+    assert at_release(vllm, "0.7.3") == replace(graphs_after_the_pool, sampler_copies=0.0)  # V0: no sampler warm-up
     assert at_release(vllm, "0.8.4") == replace(graphs_after_the_pool, sampler_copies=9.5)
     old = at_release(vllm, "0.8.1")
     assert (old.max_num_seqs, old.sampler_copies, old.cuda_graph_mib) == (1024, 9.5, 0)
@@ -51,23 +52,27 @@ def test_each_range_applies_only_inside_its_releases(catalog):
     assert all(r.basis for r in vllm.releases)
 
 
-def test_before_0_21_the_graphs_do_not_come_out_of_the_pool(catalog):
+def test_before_0_20_the_graphs_do_not_come_out_of_the_pool_and_the_share_is_0_9(catalog):
     """The Gemma 3 start-up log of vLLM 0.11 (tests/data/vllm_hybrid_pool_logs.csv) sized its pool and then logged
-    "Graph capturing finished in 22 secs, took 1.02 GiB": asked for a release before 0.21 (0.20, whose sampler is
-    today's, unlike 0.11's), the pool keeps the 700 MiB today's vLLM gives its graph profile."""
+    "Graph capturing finished in 22 secs, took 1.02 GiB", and its non-default arguments name no share: asked for a
+    release before 0.20 (0.19.1, whose sampler is today's, unlike 0.11's), the pool keeps the 700 MiB today's vLLM
+    gives its graph profile and loses the 0.02 of the card that PR #38284 added to the default share."""
     r = next(r for r in HYBRID if r["model"] == "gemma-3-27b")
     rig = rig_from_flags(catalog, [r["gpu"]])
     pools = [evaluate(catalog, rig, catalog.models[r["model"]],
                       Options(runtime="vllm", ctx=int(r["max_model_len"]), max_num_batched_tokens=8192,
                               runtime_version=version)).serving.devices[0].pool_bytes
-             for version in ("0.20.0", None)]
-    assert pools[0] - pools[1] == catalog.runtimes["vllm"].cuda_graph_mib * 2**20
+             for version in ("0.19.1", None)]
+    vllm = catalog.runtimes["vllm"]
+    share = (vllm.gpu_memory_utilization - 0.9) * rig.gpus[0].capacity_bytes
+    assert (vllm.gpu_memory_utilization, vllm.cuda_graph_mib) == (0.92, 700)
+    assert pools[0] - pools[1] == pytest.approx(vllm.cuda_graph_mib * 2**20 - share, abs=2**20)
 
 
 def test_the_sampler_copies_are_the_tensors_counted_in_the_toml(catalog):
     """0.5 (16-bit logits) + 1 (f32) + 1 (sorted values) + 2 (int64 indices) + 2 (Sort.cu's int64 reverse_indices)
     + 1 + 2 (cub's third keys and values buffers): the live tensors while apply_top_k_top_p sorts the logits."""
-    rel = next(r for r in catalog.runtimes["vllm"].releases if r.sampler_copies is not None)
+    rel = next(r for r in catalog.runtimes["vllm"].releases if r.sampler_copies)
     assert rel.sampler_copies == 0.5 + 1 + 1 + 2 + 2 + 1 + 2
 
 

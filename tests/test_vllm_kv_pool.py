@@ -38,14 +38,19 @@ PREDICTED = [r for r in ROWS if r["gpu"]]
 # went from 1.27% to 2.13%: the one constant now stands for the whole sampler peak (3.6 copies; 0.7 on top of the
 # forward before) and these rows scatter from 1.2 to 5.6 copies around it (the TP 2 RTX PRO 6000 row implies 1.2:
 # -6.6% -> -19.2%). Within 5% stayed 16 of 19; the July 2025 Qwen3-235B row went from +70% to +16.5%.
-WITHIN_5PCT_MIN = 16
-MEDIAN_ABS_ERR_MAX = 0.0213
+# Then four vLLM 0.28 rows that pass no --gpu-memory-utilization were read at the share vLLM 0.28 runs them with,
+# 0.92 (its default since 0.20, vllm-project/vllm PR #38284), not 0.9: at that share they imply 4.6-10.1 copies, the
+# constant refitted to 4.7 (3.6 before), and the median went from 2.13% to 2.65%, within 5% from 16 to 13 (the RTX
+# 4080 row -5.9%, the larger L40S row +6.2%, the RTX PRO 6000 pair -28.4% and -14.9%). What those rows hold beyond
+# 3.5 copies is not named here (rules/runtimes.toml sampler_copies).
+WITHIN_5PCT_MIN = 13
+MEDIAN_ABS_ERR_MAX = 0.0266
 
 
 # A row whose log names no release but is dated is asked as a release of its month: July and December 2025 fall
 # between 0.8.4 (April 2025) and 0.17 (March 2026), in the same `[[runtime.releases]]` ranges whichever release of
-# the month ran, which test_a_dated_row_s_release_does_not_matter checks with two of them. A row of 2026 after May
-# (0.21, the last range's end) is asked as today's.
+# the month ran, which test_a_dated_row_s_release_does_not_matter checks with two of them. A row of 2026 after April
+# (0.20, the last range's end) is asked as today's.
 DATED_RELEASES = {"(Jul 2025; not stated)": ("0.9.2", "0.10.0"), "(Dec 2025; not stated)": ("0.12.0", "0.13.0")}
 
 
@@ -173,8 +178,8 @@ def test_pool_in_tokens_held_out_by_source(held_out):
     assert statistics.median(errs) <= MEDIAN_ABS_ERR_MAX
 
 
-# vllm-project/vllm#10517 (comment of 2024-12-02): Llama-3.1-8B-Instruct BF16 on one RTX 3090 at the default
-# 0.90 under vLLM V0 (before V1, whose chunked prefill is always on: docs.vllm.ai configuration/optimization
+# vllm-project/vllm#10517 (comment of 2024-12-02, asked as 0.6.4, that month's release): Llama-3.1-8B-Instruct BF16
+# on one RTX 3090 at the default 0.90 under vLLM V0 (before V1, whose chunked prefill is always on: docs.vllm.ai configuration/optimization
 # "Chunked Prefill"). V0 turned chunked prefill on only above 32k of max_model_len, and without it profiled one
 # batch of max_model_len tokens: 20k started with "kv_cache_size=3.81GiB ... GPU blocks: 1952" (31,232 tokens),
 # 29k failed ("maximum number of tokens that can be stored in KV cache (23648)"), 35k (chunked, 512-token
@@ -191,7 +196,7 @@ def test_the_3090_29k_failure_is_v0s_unchunked_profile_batch(catalog, ctx, batch
     rig = rig_from_flags(catalog, ["rtx-3090"])
     model = catalog.models["llama-3.1-8b"]
     v0 = evaluate(catalog, rig, model, Options(runtime="vllm", quant="BF16", ctx=ctx, max_num_batched_tokens=batch,
-                                               enforce_eager=True))
+                                               enforce_eager=True, runtime_version="0.6.4"))
     if tokens is None:
         assert not v0.fits and not v0.serving.starts
         v1 = evaluate(catalog, rig, model, Options(runtime="vllm", quant="BF16", ctx=ctx))
@@ -278,7 +283,7 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
 # The memory the hybrid rows' pools came from, predicted from the card alone (capacity x 0.90 less weights,
 # activation peak, vision encoder and its profile run, sampler warm-up, CUDA graphs, the rotary table and non-torch
 # memory) against the logged "Available KV cache memory", each row asked as the release it ran (`--runtime-version`):
-# -21.9% (Qwen3.6, RTX 5090, 0.24, max_num_seqs 1), +1.7% (Gemma 3, MI300X, 0.11), +2.3% (Qwen3-Next, 2x L40S, 0.13),
+# -11.4% (Qwen3.6, RTX 5090, 0.24, max_num_seqs 1; -21.9% at 0.9, which 0.24 no longer defaults to), +1.7% (Gemma 3, MI300X, 0.11), +2.3% (Qwen3-Next, 2x L40S, 0.13),
 # -1.2% (Llama 4 Scout, 8x H200, December 2025). Issue 27 asks for 5%; what is missing is decomposed in
 # tests/data/vllm_hybrid_pool_logs.md ("From the card alone"). The test fails if an error grows.
 # History, asked as today's vLLM: +14.8%, +8.0%, +8.2%, +8.3% before the rotary table (Scout's 2.5 GiB a GPU);
@@ -294,7 +299,7 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
 # and whose CUDA graphs did not come out of the pool (before 0.21), and the sampler's peak became the larger of it
 # and the forward, with the fused-expert workspace kept beside it: Gemma 3 +1.7%, Qwen3-Next +2.3%, Scout -1.2%.
 # Each bound moved with the commit that brought a missing term or a measured figure in, not by drift, and says so.
-CARD_ALONE_WORST = 0.220  # 0.143 before the towers' shapes, 0.196 before the 5090's measured total
+CARD_ALONE_WORST = 0.114  # 0.220 at the 0.9 share, 0.143 before the towers' shapes, 0.196 before the 5090's total
 CARD_ALONE_MEDIAN = 0.020  # 0.070 before the fused-expert workspaces, 0.060 before each row's own release
 CARD_ALONE_WITHIN_5PCT = 3  # all but Qwen3.6; 1 of 4 before (asked as today's), 0 of 4 asked as their releases
 

@@ -532,6 +532,8 @@ class RuntimeRelease(Record):
     cuda_graph_mib: float | None = None
     """CUDA graph memory it takes out of the KV pool (0: its graphs are captured after the pool, out of the
     memory the utilization fraction leaves; None: as today's)."""
+    gpu_memory_utilization: float | None = None
+    """Its default share of each GPU when none is given (None: as today's)."""
     basis: str = ""
     """Where these come from (the source files and pull requests)."""
 

@@ -1,6 +1,6 @@
 """The share of each GPU a paged runtime reserves, and its default cap on requests at once.
 
-vLLM takes a fixed `gpu_memory_utilization` (0.9) of the whole card. SGLang, when no
+vLLM takes a fixed `gpu_memory_utilization` (0.92; 0.9 before 0.20) of the whole card. SGLang, when no
 `--mem-fraction-static` is given, derives the fraction from the card's memory, the chunked-prefill size,
 the CUDA-graph batch size and the parallel size (server_args._handle_gpu_memory_settings); the rule's
 constants are data (rules/runtimes.toml `fraction_rule`, `fraction_buckets`), read here without knowing

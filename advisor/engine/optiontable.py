@@ -185,7 +185,7 @@ OPTIONS: tuple[OptionDef, ...] = (
               "speed, 5 tok/s)", "command", commands=("check",), field="min_tps", **_MIN_TPS),
     # -- serving (paged-KV runtimes: vLLM's names, then SGLang's)
     OptionDef("memory_fraction", ("--gpu-memory-utilization", "--mem-fraction-static"), "float",
-              "fraction of each GPU the runtime reserves (vLLM default 0.9)", "serving", commands=("check",),
+              "fraction of each GPU the runtime reserves (vLLM default 0.92)", "serving", commands=("check",),
               field="memory_fraction", lo=0.05, hi=1.0, metavar="F", cmd=("memory_fraction",),
               runtime_option="memory_fraction"),
     OptionDef("request_mix", ("--request-mix",), "text", "traffic as a published trace's mix of request lengths "

@@ -38,7 +38,7 @@ def at_release(runtime: RuntimeSpec, version: str | None) -> RuntimeSpec:
         if not _covers(rel, asked):
             continue
         changed = {k: v for k, v in (("max_num_seqs", rel.max_num_seqs), ("max_num_seqs_large", rel.max_num_seqs_large)) if v}
-        for name in ("sampler_copies", "cuda_graph_mib"):
+        for name in ("sampler_copies", "cuda_graph_mib", "gpu_memory_utilization"):
             if getattr(rel, name) is not None:
                 changed[name] = getattr(rel, name)
         runtime = replace(runtime, **changed)
