@@ -280,31 +280,35 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
         assert before / tokens > 3.0
 
 
-# The memory the hybrid rows' pools came from, predicted from the card alone (capacity x 0.90 less weights,
+# The memory the hybrid rows' pools came from, predicted from the card alone (the share of the card less weights,
 # activation peak, vision encoder and its profile run, sampler warm-up, CUDA graphs, the rotary table and non-torch
-# memory) against the logged "Available KV cache memory", each row asked as the release it ran (`--runtime-version`):
-# -11.4% (Qwen3.6, RTX 5090, 0.24, max_num_seqs 1; -21.9% at 0.9, which 0.24 no longer defaults to), +1.7% (Gemma 3, MI300X, 0.11), +2.3% (Qwen3-Next, 2x L40S, 0.13),
-# -1.2% (Llama 4 Scout, 8x H200, December 2025). Issue 27 asks for 5%; what is missing is decomposed in
-# tests/data/vllm_hybrid_pool_logs.md ("From the card alone"). The test fails if an error grows.
+# memory) against the logged "Available KV cache memory", each row asked as the release it ran (`--runtime-version`)
+# with the options its log states (tests/data/vllm_hybrid_pool_logs.csv: Qwen3-Next's non-default args pass
+# --gpu-memory-utilization 0.92 and --max-num-seqs 8; the other rows pass no share, so their release's default
+# applies, 0.92 for Qwen3.6's 0.24): -11.4% (Qwen3.6, RTX 5090, 0.24, max_num_seqs 1), +1.7% (Gemma 3, MI300X, 0.11),
+# +13.8% (Qwen3-Next, 2x L40S, 0.13), -1.2% (Llama 4 Scout, 8x H200, December 2025). Issue 27 asks for 5%; what is
+# missing is decomposed in tests/data/vllm_hybrid_pool_logs.md ("From the card alone").
+# Until the Qwen3-Next row carried its own share and sequence cap, it was asked at 0.9 and 256 sequences, whose 1.4
+# GiB of sorted sampler logits and 0.9 GiB of smaller share hid its weights: vLLM logged "Model loading took 22.5313
+# GiB" where the engine reads the unnamed 4-bit checkpoint ("/models", compressed-tensors with some layers left
+# unquantized, "Falling back to UnquantizedLinearMethod") as 19.68 GiB a GPU. That row read +2.3% then, and
+# Qwen3.6 -21.9% at the 0.9 that vLLM 0.24 no longer defaults to. Where the log prints its weights, the memory left
+# beside them is held to issue 27's 5% on its own (test below): Gemma 3 +1.0%, Qwen3-Next -2.5%.
 # History, asked as today's vLLM: +14.8%, +8.0%, +8.2%, +8.3% before the rotary table (Scout's 2.5 GiB a GPU);
-# +14.2%, +8.0%, +8.0%, +5.5% before the catalog knew its towers' shapes (hardware_db/models.toml `vision`): since
-# then vLLM's profile run of the largest image is counted for catalog models too, which took Gemma 3 from +8.0% to
-# +5.8% (256-token images, as many as the 8,192-token budget holds) and Qwen3.6 from +14.2% to -19.5% (one image of
-# 16,384 tokens, 2.0 GiB above the text peak the engine counts; the .md says what that row still lacks); then
-# -21.9% when the RTX 5090 took the 32,607 MiB nvidia-smi reports instead of 32 GiB (hardware_db/gpus-nvidia.toml).
-# The fused-expert workspaces (advisor/engine/memory.py _fused_workspace_width) took Qwen3-Next from +8.0% to +5.1%
-# and Scout from +5.5% to +5.3%, and the Gated DeltaNet projections held beside those persistent buffers Qwen3-Next
-# to +4.2%. Then each row was asked as its own release, whose sampler sorted its logits (9.5 copies of 1,024 x
-# 262,208 for Gemma 3, 1,024 x 202,048 for Scout, 256 x 151,936 for Qwen3-Next: rules/runtimes.toml, before 0.17)
-# and whose CUDA graphs did not come out of the pool (before 0.21), and the sampler's peak became the larger of it
-# and the forward, with the fused-expert workspace kept beside it: Gemma 3 +1.7%, Qwen3-Next +2.3%, Scout -1.2%.
-# Each bound moved with the commit that brought a missing term or a measured figure in, not by drift, and says so.
-CARD_ALONE_WORST = 0.114  # 0.220 at the 0.9 share, 0.143 before the towers' shapes, 0.196 before the 5090's total
-CARD_ALONE_MEDIAN = 0.020  # 0.070 before the fused-expert workspaces, 0.060 before each row's own release
-CARD_ALONE_WITHIN_5PCT = 3  # all but Qwen3.6; 1 of 4 before (asked as today's), 0 of 4 asked as their releases
+# +14.2%, +8.0%, +8.0%, +5.5% before the catalog knew its towers' shapes (hardware_db/models.toml `vision`); the
+# fused-expert workspaces (advisor/engine/memory.py _fused_workspace_width) and the sampler's peak taken as the
+# larger of it and the forward moved Gemma 3 and Scout to +1.7% and -1.2% as their releases.
+# Each bound moved with the commit that brought a missing term, a measured figure or a row's own option in, not by
+# drift, and says so.
+CARD_ALONE_WORST = 0.138  # 0.220 while Qwen3.6 was asked at 0.9 (-21.9%); Qwen3-Next's unnamed checkpoint now
+CARD_ALONE_MEDIAN = 0.066  # 0.020 while the Qwen3-Next row was asked at 0.9 and 256 sequences
+CARD_ALONE_WITHIN_5PCT = 2  # Gemma 3 and Scout; 3 while Qwen3-Next's options were vLLM's defaults, not its own
+BESIDE_LOGGED_WEIGHTS_MAX = 0.05  # issue 27's target; reached: Gemma 3 +1.0%, Qwen3-Next -2.5%
 
 
-def _card_alone_error(catalog, r: dict, release: str | None = None) -> float:
+def _card_alone_error(catalog, r: dict, logged_weights: bool = False) -> float:
+    """The predicted pool over the logged one, less 1; with `logged_weights`, the pool the engine's other terms
+    leave beside the weights vLLM logged ("Model loading took", the vision tower's included)."""
     tp = int(r["tensor_parallel"])
     rig = rig_from_flags(catalog, [f"{tp}x{r['gpu']}" if tp > 1 else r["gpu"]])
     opts = Options(runtime="vllm", quant=r["quant"], ctx=int(r["max_model_len"]),
@@ -312,9 +316,14 @@ def _card_alone_error(catalog, r: dict, release: str | None = None) -> float:
                    max_num_seqs=int(r["max_num_seqs"]) if r["max_num_seqs"] else None,
                    kv_type="fp8" if r["kv_cache_dtype"].startswith("fp8") else "f16",
                    tensor_parallel=tp if tp > 1 else None,
-                   runtime_version=release or _release(r))
-    s = evaluate(catalog, rig, catalog.models[r["model"]], opts).serving
-    return min(d.pool_bytes for d in s.devices) / (float(r["available_kv_gib"]) * GIB) - 1
+                   memory_fraction=float(r["gpu_memory_utilization"]) if r["gpu_memory_utilization"] else None,
+                   runtime_version=_release(r))
+    rep = evaluate(catalog, rig, catalog.models[r["model"]], opts)
+    pool = min(d.pool_bytes for d in rep.serving.devices)
+    if logged_weights:
+        tower = rep.vision.weights_bytes if rep.vision else 0
+        pool += rep.placement.devices[0].weights_bytes + tower - float(r["weights_gib"]) * GIB
+    return pool / (float(r["available_kv_gib"]) * GIB) - 1
 
 
 def test_card_alone_memory_of_the_hybrid_rows_does_not_drift(catalog):
@@ -323,6 +332,16 @@ def test_card_alone_memory_of_the_hybrid_rows_does_not_drift(catalog):
     assert max(abs(e) for e in errs.values()) <= CARD_ALONE_WORST
     assert statistics.median(abs(e) for e in errs.values()) <= CARD_ALONE_MEDIAN
     assert sum(abs(e) <= 0.05 for e in errs.values()) >= CARD_ALONE_WITHIN_5PCT
+
+
+def test_beside_the_logged_weights_the_hybrid_rows_are_within_5_percent(catalog):
+    """Issue 27's 5% on the memory left for the pool where the log prints what the checkpoint it ran weighed:
+    Qwen3-Next's checkpoint is unnamed, so its weights are not the engine's to know; everything else is."""
+    rows = [r for r in HYBRID if r["weights_gib"]]
+    assert {r["model"] for r in rows} == {"gemma-3-27b", "qwen3-next-80b-a3b"}
+    errs = {r["model"]: _card_alone_error(catalog, r, logged_weights=True) for r in rows}
+    print("\nKV memory beside the logged weights: " + ", ".join(f"{m} {e:+.1%}" for m, e in errs.items()))
+    assert max(abs(e) for e in errs.values()) <= BESIDE_LOGGED_WEIGHTS_MAX
 
 
 def test_a_dated_row_s_release_does_not_matter(catalog):
