@@ -92,3 +92,13 @@ def test_the_0_8_1_report_does_not_start_and_today_s_vllm_would(run_cli):
 def test_a_bad_release_is_one_line_and_exit_2(run_cli):
     r = run_cli(*QWEN_32B_INT8_2X3090, "--runtime-version", "banana")
     assert r.returncode == 2 and "is not a release number" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_every_default_a_release_changes_is_a_runtime_field():
+    """advisor/engine/releases.py applies each field of RuntimeRelease but its range to the runtime by name."""
+    from dataclasses import fields
+
+    from advisor.catalog.types import RuntimeRelease, RuntimeSpec
+
+    spec = {f.name for f in fields(RuntimeSpec)}
+    assert {f.name for f in fields(RuntimeRelease)} - {"since", "before", "basis"} <= spec

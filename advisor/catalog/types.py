@@ -523,10 +523,10 @@ class RuntimeRelease(Record):
     """The first release it covers, `X.Y.Z` (empty: every release before `before`)."""
     before: str = ""
     """The first release it no longer covers (empty: up to today's)."""
-    max_num_seqs: int = 0
-    """Its default most requests per step (0: as today's)."""
-    max_num_seqs_large: int = 0
-    """The same on GPUs of `large_gpu_gib` and more (0: as today's)."""
+    max_num_seqs: int | None = None
+    """Its default most requests per step (None, as every field below: as today's)."""
+    max_num_seqs_large: int | None = None
+    """The same on GPUs of `large_gpu_gib` and more."""
     sampler_copies: float | None = None
     """Its sampler warm-up's f32 copies of (requests x vocabulary) at the peak (None: as today's)."""
     cuda_graph_mib: float | None = None

@@ -6,11 +6,12 @@ answered as today's runtime. Pure: no I/O."""
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from advisor.catalog.types import RuntimeRelease, RuntimeSpec
 from advisor.errors import AdvisorError
 
+_RANGE = ("since", "before", "basis")  # a release's own fields; every other one is a default it changes
 _VERSION = re.compile(r"v?(\d{1,6}(?!\.\D)(?:\.\d{1,4}){0,3})")  # "0.x" is not release 0; "0.8.5.post1" is 0.8.5
 
 
@@ -37,9 +38,6 @@ def at_release(runtime: RuntimeSpec, version: str | None) -> RuntimeSpec:
     for rel in runtime.releases:
         if not _covers(rel, asked):
             continue
-        changed = {k: v for k, v in (("max_num_seqs", rel.max_num_seqs), ("max_num_seqs_large", rel.max_num_seqs_large)) if v}
-        for name in ("sampler_copies", "cuda_graph_mib", "gpu_memory_utilization"):
-            if getattr(rel, name) is not None:
-                changed[name] = getattr(rel, name)
-        runtime = replace(runtime, **changed)
+        changed = {f.name: getattr(rel, f.name) for f in fields(rel) if f.name not in _RANGE}
+        runtime = replace(runtime, **{name: v for name, v in changed.items() if v is not None})
     return runtime
