@@ -38,8 +38,10 @@ def test_anything_else_is_refused(text):
 
 def test_each_range_applies_only_inside_its_releases(catalog):
     vllm = catalog.runtimes["vllm"]
-    assert at_release(vllm, None) is vllm and at_release(vllm, "0.20.0") == vllm and at_release(vllm, "0.24.0") == vllm
-    graphs_after_the_pool = replace(vllm, cuda_graph_mib=0, gpu_memory_utilization=0.9)
+    assert at_release(vllm, None) is vllm and at_release(vllm, "0.26.0") == vllm and at_release(vllm, "0.28.1") == vllm
+    one_step = replace(vllm, in_flight_batches=1)  # before PR #47728 (0.26.0)
+    assert at_release(vllm, "0.20.0") == one_step and at_release(vllm, "0.25.1") == one_step
+    graphs_after_the_pool = replace(one_step, cuda_graph_mib=0, gpu_memory_utilization=0.9)
     assert at_release(vllm, "0.19.1") == graphs_after_the_pool
     assert at_release(vllm, "0.7.3") == replace(graphs_after_the_pool, sampler_copies=0.0)  # V0: no sampler warm-up
     assert at_release(vllm, "0.8.4") == replace(graphs_after_the_pool, sampler_copies=9.5)

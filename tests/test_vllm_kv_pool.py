@@ -51,7 +51,8 @@ MEDIAN_ABS_ERR_MAX = 0.0266
 # between 0.8.4 (April 2025) and 0.17 (March 2026), in the same `[[runtime.releases]]` ranges whichever release of
 # the month ran, which test_a_dated_row_s_release_does_not_matter checks with two of them. A row of 2026 after April
 # (0.20, the last range's end) is asked as today's.
-DATED_RELEASES = {"(Jul 2025; not stated)": ("0.9.2", "0.10.0"), "(Dec 2025; not stated)": ("0.12.0", "0.13.0")}
+DATED_RELEASES = {"(Jul 2025; not stated)": ("0.9.2", "0.10.0"), "(Dec 2025; not stated)": ("0.12.0", "0.13.0"),
+                  "(Apr 2026; not stated)": ("0.19.0", "0.19.1")}
 
 
 def _release(r: dict) -> str | None:
@@ -72,7 +73,7 @@ def _options(r: dict, **kw) -> Options:
 
 
 def _rig(catalog, r: dict):
-    n = int(r["tensor_parallel"]) * int(r["pipeline_parallel"])
+    n = int(r["tensor_parallel"]) * int(r.get("pipeline_parallel") or 1)
     rig = rig_from_flags(catalog, [f"{n}x{r['gpu']}"])
     if r["gpu_total_mib"]:  # what the card reported (vLLM's "total memory"), else the catalog's
         cap = int(float(r["gpu_total_mib"]) * MIB)
@@ -208,7 +209,7 @@ def test_the_3090_29k_failure_is_v0s_unchunked_profile_batch(catalog, ctx, batch
 HYBRID = list(csv.DictReader((DATA.parent / "vllm_hybrid_pool_logs.csv").open(encoding="utf-8")))
 
 
-@pytest.mark.parametrize("r", HYBRID, ids=lambda r: r["model"])
+@pytest.mark.parametrize("r", [r for r in HYBRID if r["max_concurrency"]], ids=lambda r: r["model"])
 def test_grouped_pool_of_a_hybrid_model_is_what_vllm_logs(catalog, r):
     """From the logged available memory, vLLM's grouped accounting (layer groups per kind, one page size,
     recurrent states in pages) gives the logged "Maximum concurrency" and "GPU KV cache size": hybrid (Gated
@@ -226,7 +227,8 @@ def test_grouped_pool_of_a_hybrid_model_is_what_vllm_logs(catalog, r):
     length, batch, tp = int(r["max_model_len"]), int(r["max_num_batched_tokens"]), int(r["tensor_parallel"])
     sc = _scenario(catalog, rig, catalog.models[r["model"]],
                    Options(runtime="vllm", quant=r["quant"], ctx=length, max_num_batched_tokens=batch,
-                           kv_type="fp8" if r["kv_cache_dtype"].startswith("fp8") else "f16"))
+                           kv_type="fp8" if r["kv_cache_dtype"].startswith("fp8") else "f16",
+                           runtime_version=_release(r)))
     if r["prefix_caching"] == "no":
         sc = with_(sc, runtime=with_(sc.runtime, recurrent_pages=1))
     g = kv_groups.layout(with_(sc, ctx=length), tp, batch)
@@ -259,7 +261,8 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
     """Issue 27: a windowed model's pool was counted per token of one request holding only its windows, so
     Llama 4 Scout's "GPU KV cache size" came out ~3.4x what vLLM keeps (its chunked layers at full length: the
     hybrid manager is off for chunked local attention by default). Sliding windows are paged per group, a
-    request holding its full length in the full-attention group and window + one step + a page in each other."""
+    request holding its full length in the full-attention group and window + its tokens in flight + a page in each
+    other: two steps of max_num_batched_tokens under today's asynchronous scheduling (one before vLLM 0.26)."""
     from advisor.engine import kv_groups
     from advisor.engine import memory as mem
     from advisor.engine.check import _scenario
@@ -269,7 +272,8 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
     g = kv_groups.layout(sc, 1, batch)
     assert g is not None and g.groups == kinds and g.block_tokens == 16
     free = 10 * GIB
-    window = min(sc.model.sliding_window - 1 + batch, length)
+    assert sc.runtime.in_flight_batches == 2
+    window = min(sc.model.sliding_window - 1 + 2 * batch, length)
     assert kv_groups.pages_per_request(sc, g, length) == \
         kinds[0] * length // 16 + kinds[1] * (-(-window // 16) + 1)
     tokens = int(kv_groups.concurrency(sc, g, free, length) * length)
@@ -286,14 +290,17 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
 # with the options its log states (tests/data/vllm_hybrid_pool_logs.csv: Qwen3-Next's non-default args pass
 # --gpu-memory-utilization 0.92 and --max-num-seqs 8; the other rows pass no share, so their release's default
 # applies, 0.92 for Qwen3.6's 0.24): -11.4% (Qwen3.6, RTX 5090, 0.24, max_num_seqs 1), +1.7% (Gemma 3, MI300X, 0.11),
-# +13.8% (Qwen3-Next, 2x L40S, 0.13), -1.2% (Llama 4 Scout, 8x H200, December 2025). Issue 27 asks for 5%; what is
-# missing is decomposed in tests/data/vllm_hybrid_pool_logs.md ("From the card alone").
+# +13.8% (Qwen3-Next, 2x L40S, 0.13), -1.2% (Llama 4 Scout, 8x H200, December 2025), and three sliding-window rows
+# gathered since, scored as they came, nothing fitted on them: +0.5% (Gemma 4 31B, B300, 0.26), +2.1% (gpt-oss-20b,
+# A100, 0.19), +4.7% (Gemma 4 26B-A4B, A100, April 2026, --enforce-eager). Issue 27 asks for 5%; what is missing on
+# the two hybrid rows outside it is decomposed in tests/data/vllm_hybrid_pool_logs.md ("From the card alone").
 # Until the Qwen3-Next row carried its own share and sequence cap, it was asked at 0.9 and 256 sequences, whose 1.4
 # GiB of sorted sampler logits and 0.9 GiB of smaller share hid its weights: vLLM logged "Model loading took 22.5313
 # GiB" where the engine reads the unnamed 4-bit checkpoint ("/models", compressed-tensors with some layers left
 # unquantized, "Falling back to UnquantizedLinearMethod") as 19.68 GiB a GPU. That row read +2.3% then, and
 # Qwen3.6 -21.9% at the 0.9 that vLLM 0.24 no longer defaults to. Where the log prints its weights, the memory left
-# beside them is held to issue 27's 5% on its own (test below): Gemma 3 +1.0%, Qwen3-Next -2.5%.
+# beside them is held to issue 27's 5% on its own (test below): Gemma 3 +1.0%, Qwen3-Next -2.5%, Gemma 4 31B -0.5%,
+# gpt-oss-20b -0.4%, Gemma 4 26B-A4B -2.3%.
 # History, asked as today's vLLM: +14.8%, +8.0%, +8.2%, +8.3% before the rotary table (Scout's 2.5 GiB a GPU);
 # +14.2%, +8.0%, +8.0%, +5.5% before the catalog knew its towers' shapes (hardware_db/models.toml `vision`); the
 # fused-expert workspaces (advisor/engine/memory.py _fused_workspace_width) and the sampler's peak taken as the
@@ -301,24 +308,23 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
 # Each bound moved with the commit that brought a missing term, a measured figure or a row's own option in, not by
 # drift, and says so.
 CARD_ALONE_WORST = 0.138  # 0.220 while Qwen3.6 was asked at 0.9 (-21.9%); Qwen3-Next's unnamed checkpoint now
-CARD_ALONE_MEDIAN = 0.066  # 0.020 while the Qwen3-Next row was asked at 0.9 and 256 sequences
-CARD_ALONE_WITHIN_5PCT = 2  # Gemma 3 and Scout; 3 while Qwen3-Next's options were vLLM's defaults, not its own
-BESIDE_LOGGED_WEIGHTS_MAX = 0.05  # issue 27's target; reached: Gemma 3 +1.0%, Qwen3-Next -2.5%
+CARD_ALONE_MEDIAN = 0.021  # 0.066 on the four hybrid rows before the three sliding-window rows joined
+CARD_ALONE_WITHIN_5PCT = 5  # all but Qwen3.6 and Qwen3-Next; 2 of the first four
+BESIDE_LOGGED_WEIGHTS_MAX = 0.05  # issue 27's target; reached on all five rows that print their weights
 
 
 def _card_alone_error(catalog, r: dict, logged_weights: bool = False) -> float:
     """The predicted pool over the logged one, less 1; with `logged_weights`, the pool the engine's other terms
     leave beside the weights vLLM logged ("Model loading took", the vision tower's included)."""
     tp = int(r["tensor_parallel"])
-    rig = rig_from_flags(catalog, [f"{tp}x{r['gpu']}" if tp > 1 else r["gpu"]])
     opts = Options(runtime="vllm", quant=r["quant"], ctx=int(r["max_model_len"]),
-                   max_num_batched_tokens=int(r["max_num_batched_tokens"]),
+                   max_num_batched_tokens=int(r["max_num_batched_tokens"]) if r["max_num_batched_tokens"] else None,
                    max_num_seqs=int(r["max_num_seqs"]) if r["max_num_seqs"] else None,
                    kv_type="fp8" if r["kv_cache_dtype"].startswith("fp8") else "f16",
-                   tensor_parallel=tp if tp > 1 else None,
+                   tensor_parallel=tp if tp > 1 else None, enforce_eager=r["enforce_eager"] == "yes",
                    memory_fraction=float(r["gpu_memory_utilization"]) if r["gpu_memory_utilization"] else None,
                    runtime_version=_release(r))
-    rep = evaluate(catalog, rig, catalog.models[r["model"]], opts)
+    rep = evaluate(catalog, _rig(catalog, r), catalog.models[r["model"]], opts)
     pool = min(d.pool_bytes for d in rep.serving.devices)
     if logged_weights:
         tower = rep.vision.weights_bytes if rep.vision else 0
@@ -338,7 +344,8 @@ def test_beside_the_logged_weights_the_hybrid_rows_are_within_5_percent(catalog)
     """Issue 27's 5% on the memory left for the pool where the log prints what the checkpoint it ran weighed:
     Qwen3-Next's checkpoint is unnamed, so its weights are not the engine's to know; everything else is."""
     rows = [r for r in HYBRID if r["weights_gib"]]
-    assert {r["model"] for r in rows} == {"gemma-3-27b", "qwen3-next-80b-a3b"}
+    assert {r["model"] for r in rows} == {"gemma-3-27b", "qwen3-next-80b-a3b", "gemma-4-31b", "gpt-oss-20b",
+                                          "gemma-4-26b-a4b"}
     errs = {r["model"]: _card_alone_error(catalog, r, logged_weights=True) for r in rows}
     print("\nKV memory beside the logged weights: " + ", ".join(f"{m} {e:+.1%}" for m, e in errs.items()))
     assert max(abs(e) for e in errs.values()) <= BESIDE_LOGGED_WEIGHTS_MAX

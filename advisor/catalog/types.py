@@ -534,6 +534,8 @@ class RuntimeRelease(Record):
     memory the utilization fraction leaves; None: as today's)."""
     gpu_memory_utilization: float | None = None
     """Its default share of each GPU when none is given (None: as today's)."""
+    in_flight_batches: int | None = None
+    """Scheduler steps a request may have in flight at once (None: as today's)."""
     basis: str = ""
     """Where these come from (the source files and pull requests)."""
 
@@ -709,6 +711,9 @@ class RuntimeSpec(Record):
     """Pages one request's recurrent state takes in each recurrent group."""
     chunked_groups: bool = False
     """The grouped pool keeps chunked-local layers to their chunk (False: it counts them as full attention)."""
+    in_flight_batches: int = 1
+    """Scheduler steps one request may have in flight at once: a sliding-window group keeps its window plus
+    this many steps' tokens of each request (vLLM's asynchronous scheduling runs one step ahead)."""
     kv_groups_basis: str = ""
     """Where the grouped-pool constants come from."""
     kind_pools: bool = False

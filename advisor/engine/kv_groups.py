@@ -9,7 +9,10 @@ own; the memory is `group size` tensors of `num_blocks` pages. A request needs, 
 pages (full attention), its window plus one step's tokens and one page (sliding window: window - 1 +
 max_num_batched_tokens tokens, capped at its length, + 1 page), or its state pages (recurrent). vLLM logs
 "Maximum concurrency" = num_blocks / those pages at --max-model-len, and "GPU KV cache size" = that x
---max-model-len. Sources and constants: rules/runtimes.toml (`kv_groups`, `recurrent_*`).
+--max-model-len. Full-attention layers of another width than the sliding ones (Gemma 4's global layers) get the
+same page bytes on longer pages (vLLM's unify_kv_cache_spec_page_size scales each kind's block size to the
+largest page). "One step" is the tokens in flight: `in_flight_batches` steps of max_num_batched_tokens. Sources
+and constants: rules/runtimes.toml (`kv_groups`, `recurrent_*`, `in_flight_batches`).
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ class GroupLayout(NamedTuple):
     page_bytes: float
     """Bytes of one page of one layer (every kind's, after vLLM unifies them)."""
     block_tokens: int
-    """Tokens an attention page holds."""
+    """Tokens a sliding-window (or the only) attention page holds."""
+    full_block_tokens: int
+    """Tokens a full-attention page holds (more than `block_tokens` where those layers are narrower per token)."""
     group_size: int
     """Layers per group: the pool is this many tensors of `num_blocks` pages."""
     groups: tuple[int, int, int]
     """Groups of full-attention, sliding-window and recurrent layers."""
     batch_tokens: int
-    """Tokens one scheduler step computes (what a sliding-window layer holds beyond its window)."""
+    """Tokens of one request in flight (what a sliding-window layer holds beyond its window): the runtime's
+    `in_flight_batches` scheduler steps."""
 
 
 def _cdiv(a: float, b: float) -> int:
@@ -38,12 +44,12 @@ def _cdiv(a: float, b: float) -> int:
 
 
 def layout(sc: Scenario, tp: int, batch_tokens: int) -> GroupLayout | None:
-    """How the runtime groups this model's layers on one of `tp` tensor-parallel GPUs; None when it keeps one
-    pool of one kind (every layer alike), or for layouts this accounting does not cover (MLA, DeepSeek V4's
-    compressed cache, Gemma 4's wider global layers). Chunked-local layers on a runtime that does not group
-    them (`chunked_groups` false) are one group of full-length layers."""
+    """How the runtime groups this model's layers on one of `tp` tensor-parallel GPUs, `batch_tokens` a step;
+    None when it keeps one pool of one kind (every layer alike), or for layouts this accounting does not cover
+    (MLA, DeepSeek V4's compressed cache). Chunked-local layers on a runtime that does not group them
+    (`chunked_groups` false) are one group of full-length layers."""
     rt, m = sc.runtime, sc.model
-    if not rt.kv_groups or m.is_mla or m.compress_ratios or m.global_kv_heads or m.global_head_dim:
+    if not rt.kv_groups or m.is_mla or m.compress_ratios:
         return None
     rec = layers.recurrent_layer_count(m)
     kv = layers.kv_layer_count(m)
@@ -57,13 +63,18 @@ def layout(sc: Scenario, tp: int, batch_tokens: int) -> GroupLayout | None:
         return None
     elem = float(sc.rules.memory.kv_cache.bytes_per_element[sc.options.kv_type])
     token = 2 * max(m.kv_heads // max(tp, 1), 1) * m.head_dim * elem
+    wide = 2 * max((m.global_kv_heads or m.kv_heads) // max(tp, 1), 1) * (m.global_head_dim or m.head_dim) * elem
+    full_token = wide if sliding else token  # Gemma 4's global layers: other heads than its sliding ones
+    widest = max(token, full_token)
     block = max(rt.kv_block_tokens, 1)
     if rec:
-        block *= _cdiv(state_bytes(sc) / max(tp, 1), block * token)
+        block *= _cdiv(state_bytes(sc) / max(tp, 1), block * widest)
+    page = block * widest
     lo, hi = min(counts), max(counts)
     size = hi if hi < 1.5 * lo else lo
-    return GroupLayout(block * token, block, size, (_cdiv(full, size), _cdiv(sliding, size), _cdiv(rec, size)),
-                       batch_tokens)
+    return GroupLayout(page, int(page // token), int(page // full_token), size,
+                       (_cdiv(full, size), _cdiv(sliding, size), _cdiv(rec, size)),
+                       batch_tokens * max(rt.in_flight_batches, 1))
 
 
 def state_bytes(sc: Scenario) -> float:
@@ -81,7 +92,7 @@ def pages_per_request(sc: Scenario, g: GroupLayout, length: int) -> int:
     """Pages (of all groups) one request of `length` tokens holds at most."""
     full, sliding, rec = g.groups
     window = min(sc.model.sliding_window - 1 + g.batch_tokens, length)
-    return (full * _cdiv(length, g.block_tokens) + sliding * (_cdiv(window, g.block_tokens) + 1)
+    return (full * _cdiv(length, g.full_block_tokens) + sliding * (_cdiv(window, g.block_tokens) + 1)
             + rec * sc.runtime.recurrent_pages)
 
 
