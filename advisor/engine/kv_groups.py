@@ -6,13 +6,13 @@ Granite 4.0-H) gets one page size for every layer: an attention page is 16 token
 that holds one recurrent state when the model has recurrent layers. The layers of each kind are dealt into
 groups of the smallest kind's count (the largest when it is within 1.5x), each group a block table of its
 own; the memory is `group size` tensors of `num_blocks` pages. A request needs, per group, its full length of
-pages (full attention), its window plus one step's tokens and one page (sliding window: window - 1 +
-max_num_batched_tokens tokens, capped at its length, + 1 page), or its state pages (recurrent). vLLM logs
-"Maximum concurrency" = num_blocks / those pages at --max-model-len, and "GPU KV cache size" = that x
---max-model-len. Full-attention layers of another width than the sliding ones (Gemma 4's global layers) get the
-same page bytes on longer pages (vLLM's unify_kv_cache_spec_page_size scales each kind's block size to the
-largest page). "One step" is the tokens in flight: `in_flight_batches` steps of max_num_batched_tokens. Sources
-and constants: rules/runtimes.toml (`kv_groups`, `recurrent_*`, `in_flight_batches`).
+pages (full attention), its window plus its tokens in flight and one page (sliding window: window - 1 +
+`in_flight_batches` x max_num_batched_tokens tokens, capped at its length, + 1 page), or its state pages
+(recurrent). vLLM logs "Maximum concurrency" = num_blocks / those pages at --max-model-len, and "GPU KV cache
+size" = that x --max-model-len. Full-attention layers of another width than the sliding ones (Gemma 4's global
+layers) get the same page bytes on longer pages (vLLM's unify_kv_cache_spec_page_size scales each kind's block
+size to the largest page). Sources and constants: rules/runtimes.toml (`kv_groups`, `recurrent_*`,
+`in_flight_batches`).
 """
 
 from __future__ import annotations
