@@ -8,7 +8,7 @@ import json
 import pytest
 
 from advisor.cli import build_parser
-from advisor.commands.args import command_inputs, options_from, resolve_model, rig_from_args
+from advisor.commands.args import model_inputs, rig_from_args
 from advisor.engine.check import evaluate
 from advisor.engine.launch import expert_layers_from_overrides, parse_command, quant_in_name
 from advisor.errors import AdvisorError
@@ -21,11 +21,7 @@ def _args(*argv: str):
 def _answer(catalog, *argv: str):
     args = _args(*argv)
     rig = rig_from_args(args, catalog)
-    if args.cmd:
-        model, options = command_inputs(catalog, args, rig)
-    else:
-        model, options = resolve_model(catalog, args.model), options_from(args)
-    return evaluate(catalog, rig, model, options)
+    return evaluate(catalog, rig, *model_inputs(catalog, args, rig))
 
 
 def _rig_flags(argv: tuple[str, ...]) -> list[str]:

@@ -31,8 +31,10 @@ CONTRACT_IDS = [
     "IQ2_XXS", "IQ1_S", "MXFP4",
     "fp8", "int8", "awq", "gptq", "nf4", "mlx-4bit", "mlx-8bit",
 ]
-ADDED_IDS = ["NVFP4", "W4A16", "autoround", "int4-g32-experts", "fp4-experts-fp8", "mxfp4-bf16"]
-"""Names repos use today (issue 16): checked in tests/test_quants_cmd.py against their layouts."""
+ADDED_IDS = ["NVFP4", "W4A16", "autoround", "int4-g32-experts", "fp4-experts-fp8", "mxfp4-bf16", "nvfp4-experts",
+             "nvfp4-experts-fp8"]
+"""Names repos use today (issue 16): checked in tests/test_quants_cmd.py against their layouts; NVIDIA's NVFP4
+layouts of Qwen3.5 / 3.6 (issue 27) in tests/test_vllm_checkpoints.py against their recorded configs."""
 IK_IDS = ["IQ6_K", "IQ5_K", "IQ5_KS", "IQ4_K", "IQ4_KS", "IQ4_KSS", "IQ4_KT", "IQ3_K", "IQ3_KS", "IQ3_KT",
           "IQ2_KL", "IQ2_K", "IQ2_KS", "IQ2_KT", "IQ1_KT"]
 """ik_llama.cpp's own types (issue 14): checked in tests/test_ik_quants.py against its block sizes."""

@@ -7,6 +7,7 @@ checkpoint and none at load prints no line."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import shlex
 from pathlib import Path
@@ -25,7 +26,7 @@ CONFIGS = {k: v for k, v in json.loads((DATA / "checkpoint_configs.json").read_t
 # CompressedTensorsConfig), NVFP4 by ModelOpt (hf_quant_config.json) or llm-compressor
 METHOD = {"fp8": {"fp8", "compressed-tensors"}, "awq": {"awq"}, "gptq": {"gptq"},
           "NVFP4": {"modelopt_fp4", "compressed-tensors"}, "fp4-experts-fp8": {"fp8"}, "mxfp4-bf16": {"mxfp4"},
-          "W4A16": {"compressed-tensors"}}
+          "W4A16": {"compressed-tensors"}, "nvfp4-experts-fp8": {"modelopt"}, "nvfp4-experts": {"modelopt"}}
 # compressed-tensors names its scheme in config_groups, so the method alone says nothing of the bits: each
 # quantization's (num_bits, type) in a group's weights or input activations, as compressed_tensors/quantization/
 # quant_scheme.py's presets write them (FP8: float 8 weights and activations; W4A16: int 4 weights and no
@@ -72,6 +73,74 @@ def test_a_listed_checkpoint_is_in_its_quantization(catalog, repo):
         assert _config(repo).get("expert_dtype") == "fp4"
 
 
+# bits per weight a ModelOpt algorithm stores: NVFP4 (and its weight-only W4A16_NVFP4) E2M1 values with one FP8 E4M3
+# scale per group of 16, 4 + 8/16; FP8 one byte with a per-tensor scale
+MODELOPT_BITS = {"NVFP4": 4.5, "W4A16_NVFP4": 4.5, "FP8": 8.0}
+# a module of each kind the engine sizes apart, by its name in Qwen3.5 / 3.6 checkpoints (layer 0 is linear
+# attention, layer 3 full attention in every one of them)
+PARTS = {"experts": "model.language_model.layers.0.mlp.experts",
+         "linear attention": "model.language_model.layers.0.linear_attn.in_proj_qkv",
+         "attention": "model.language_model.layers.3.self_attn.q_proj", "head": "lm_head"}
+
+
+def _modelopt_bits(qc: dict, module: str) -> float:
+    """Bits per weight a recorded ModelOpt quantization_config gives `module`: MIXED_PRECISION names each quantized
+    module's algorithm (the rest stays BF16); a single algorithm quantizes every Linear its `ignore` list spares."""
+    if qc["quant_algo"] == "MIXED_PRECISION":
+        algo = qc["quantized_layers"].get(module, {}).get("quant_algo")
+        return MODELOPT_BITS[algo] if algo else 16.0
+    if any(fnmatch.fnmatchcase(module, pattern) for pattern in qc["ignore"]):
+        return 16.0
+    weights = qc["config_groups"]["group_0"]["weights"]
+    assert weights["type"] == "float" and weights["num_bits"] == 4 and weights["group_size"] == 16
+    return MODELOPT_BITS[qc["quant_algo"]]
+
+
+@pytest.mark.parametrize("repo", ["nvidia/Qwen3.6-35B-A3B-NVFP4", "nvidia/Qwen3.5-122B-A10B-NVFP4",
+                                  "nvidia/Qwen3.5-397B-A17B-NVFP4"])
+def test_a_modelopt_checkpoint_is_sized_as_its_config_quantizes_it(catalog, repo):
+    """NVIDIA's NVFP4 releases of Qwen3.5 / 3.6 MoE models are not the uniform NVFP4 the label says: Qwen3.6
+    35B-A3B keeps attention and linear attention in FP8 and quantizes lm_head, the Qwen3.5 ones quantize only the
+    routed experts. The recorded quantization's widths per part are the recorded config's."""
+    quant = catalog.quants[catalog.rules.checkpoints.repo[repo].quant]
+    qc = _config(repo)["quantization_config"]
+    bits = {part: _modelopt_bits(qc, module) for part, module in PARTS.items()}
+    assert bits["linear attention"] == bits["attention"]  # the engine gives a layer's mixer one width
+    assert (quant.expert_bits, quant.linear_bits, quant.head_bits or quant.embed_bits) == \
+        (bits["experts"], bits["attention"], bits["head"]), repo
+    assert quant.embed_bits == 16.0  # no config quantizes embed_tokens
+
+
+def test_nvidias_qwen3_6_checkpoint_weighs_what_vllm_loads(catalog):
+    """vLLM logs "Model loading took 21.93 GiB" for nvidia/Qwen3.6-35B-A3B-NVFP4 with its MTP drafter loaded (DGX
+    Spark, 0.22.1rc1: search-index file ids 56753445407, 56970046574; the drafter shares the embedding and lm_head,
+    "Sharing target model embedding weights / lm_head weights"). The recorded layout plus its BF16 vision tower and
+    its BF16 MTP layer (ignore mtp*: one gated full-attention layer and one MoE block of the model's shapes, the
+    2H -> H projection fc and five norms) comes within 1% of it; nothing is fitted on it."""
+    from advisor.engine.memory import weights_layout
+
+    m = catalog.models["qwen3.6-35b-a3b"]
+    quant = catalog.quants[catalog.rules.checkpoints.repo["nvidia/Qwen3.6-35B-A3B-NVFP4"].quant]
+    h, q, kv = m.hidden_size, m.attention_heads * m.head_dim, m.kv_heads * m.head_dim
+    attention = h * 2 * q + q * h + 2 * h * kv + 2 * m.head_dim  # q_proj carries the output gate; q/k norms
+    moe = m.experts * 3 * h * m.moe_intermediate_size + h * m.experts + 3 * h * m.moe_intermediate_size + h
+    mtp = attention + moe + 2 * h * h + 5 * h
+    loaded = weights_layout(m, quant).total_bytes + 2 * (m.vision_params + mtp)
+    assert abs(loaded / (21.93 * 2**30) - 1) <= 0.01  # -0.8%
+
+
+def test_naming_a_recorded_checkpoint_as_the_model_asks_its_format(catalog):
+    """`advisor check nvidia/Qwen3.6-35B-A3B-NVFP4` (an alias of the catalog model) was answered in the ladder's
+    awq with no checkpoint to run, and `vllm serve nvidia/Qwen3.6-35B-A3B-NVFP4` as BF16 that does not fit a 5090:
+    both are the recorded checkpoint, whose line names it."""
+    repo = "nvidia/Qwen3.6-35B-A3B-NVFP4"
+    for argv in ((repo, "--runtime", "vllm"), ("--cmd", f"vllm serve {repo} --max-model-len 131072")):
+        r = _cmd(catalog, *argv, "--gpu", "rtx-5090")
+        assert (r.model.id, r.quant.id) == ("qwen3.6-35b-a3b", "nvfp4-experts-fp8"), argv
+        assert r.fits and shlex.split(r.launch.command)[2] == repo
+    assert _cmd(catalog, repo, "--runtime", "vllm", "--quant", "NVFP4", "--gpu", "rtx-5090").quant.id == "NVFP4"
+
+
 @pytest.mark.parametrize("quant,group,ok", [
     ("fp8", {"weights": {"num_bits": 8, "type": "float"}, "input_activations": {"num_bits": 8, "type": "float"}}, True),
     ("fp8", {"weights": {"num_bits": 8, "type": "int"}, "input_activations": {"num_bits": 8, "type": "int"}}, False),
@@ -107,11 +176,11 @@ def test_each_record_says_what_it_rests_on(repo):
 
 
 def test_listed_checkpoints_have_a_recorded_config(catalog):
-    """Every recorded repo (27: 26 offered and RedHatAI's GPTQ "w4a16") is read from a recorded config; no new one
+    """Every recorded repo (30: 29 offered and RedHatAI's GPTQ "w4a16") is read from a recorded config; no new one
     comes without its config (issue 27)."""
     listed = set(catalog.rules.checkpoints.repo)
     assert listed <= set(CONFIGS), sorted(listed - set(CONFIGS))
-    assert len(listed & set(CONFIGS)) >= 27
+    assert len(listed & set(CONFIGS)) >= 30
 
 
 REDHAT_W4A16 = "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16"

@@ -120,6 +120,20 @@ def resolve_model(catalog, text: str, *, mmproj: bool = True):
     return catalog.models[resolve(catalog.models, ref, "model")] if isinstance(ref, str) else ref
 
 
+def model_inputs(catalog, args: argparse.Namespace, rig):
+    """The model and Options `advisor check` answers for: `--cmd`'s (`command_inputs`), else MODEL's, in the
+    format rules/checkpoints.toml records when MODEL names a checkpoint repo (`with_recorded_quant`)."""
+    if getattr(args, "cmd", None):
+        return command_inputs(catalog, args, rig)
+    if args.model is None:
+        from advisor.errors import AdvisorError
+
+        raise AdvisorError("advisor check: name a MODEL (or give --cmd \"llama-server -m ...\")",
+                           "see `advisor check --help`")
+    model = resolve_model(catalog, args.model, mmproj=wants_mmproj(args))
+    return model, with_recorded_quant(catalog, args.model, model, options_from(args))
+
+
 def command_inputs(catalog, args: argparse.Namespace, rig):
     """The model and Options of `--cmd "COMMAND LINE"`: the model from MODEL if given, else from the
     command's -m (a file that exists is read; a name like qwen3-32b-Q4_K_M.gguf resolves to the catalog
@@ -208,6 +222,21 @@ def recorded_quant(catalog, repo: str, parsed):
         f"quantization method specified in the `quantization` argument\"), so this line does not load: drop "
         f"--quantization; the answer is for its {q} weights",)
     return known.model, q, f"{repo} is recorded as a checkpoint in {q} (rules/checkpoints.toml)", notes
+
+
+def with_recorded_quant(catalog, ref: str, model, options):
+    """`options` for a MODEL named by a Hugging Face repo id that rules/checkpoints.toml records as a checkpoint of
+    that catalog model (nvidia/Qwen3.6-35B-A3B-NVFP4, an alias of Qwen3.6 35B-A3B): the recorded quantization, as
+    `vllm serve REPO` reads it (`recorded_quant`), unless --quant says another; else `options` as they are."""
+    from dataclasses import replace
+
+    from advisor.engine.launch import repo_checkpoint
+
+    known = repo_checkpoint(catalog.rules.checkpoints, ref)
+    if options.quant or known is None or known.model != getattr(model, "id", None):
+        return options
+    return replace(options, quant=known.quant,
+                   quant_basis=f"{ref} is recorded as a checkpoint in {known.quant} (rules/checkpoints.toml)")
 
 
 def flag_on_base_repo(catalog, parsed, repo: str | None, model_id: str | None) -> tuple[str, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from advisor.commands.args import options_from, resolve_model, rig_from_args
+from advisor.commands.args import model_inputs, rig_from_args
 from advisor.commands.output import EXIT_NO, EXIT_YES, emit, emit_json, fmt_of, say
 
 
@@ -14,20 +14,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     catalog = load_catalog()
     rig = rig_from_args(args, catalog)
-    if getattr(args, "cmd", None):
-        from advisor.commands.args import command_inputs
-
-        model, options = command_inputs(catalog, args, rig)
-    elif args.model is None:
-        from advisor.errors import AdvisorError
-
-        raise AdvisorError("advisor check: name a MODEL (or give --cmd \"llama-server -m ...\")",
-                           "see `advisor check --help`")
-    else:
-        from advisor.commands.args import wants_mmproj
-
-        model = resolve_model(catalog, args.model, mmproj=wants_mmproj(args))
-        options = options_from(args)
+    model, options = model_inputs(catalog, args, rig)
     from advisor.commands.args import with_mmproj
 
     report = calibrated(evaluate(catalog, rig, model, with_mmproj(catalog, options)), args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from advisor.commands.args import options_from
+from advisor.commands.args import options_from, with_recorded_quant
 from advisor.commands.output import EXIT_NO, EXIT_YES, emit_doc
 from advisor.errors import AdvisorError
 
@@ -42,7 +42,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise AdvisorError(f"--price {item!r} is not ID=USD", "e.g. --price rtx-3090=700")
         prices[resolve(catalog.gpus, gid, "gpu")] = parse_float(usd, f"--price {gid}", 0, 1e7)
     ram = parse_ram(args.ram) if args.ram else (rig_ram or int(catalog.rules.plan.default_ram_gib * GIB))
-    plan = make_plan(catalog, model, options_from(args), min_tps=args.min_tps, budget=args.budget, have=have,
+    plan = make_plan(catalog, model, with_recorded_quant(catalog, args.model, model, options_from(args)), min_tps=args.min_tps, budget=args.budget, have=have,
                      prices=prices, ram_bytes=ram, kwh_usd=args.kwh_price, top=args.top, used=args.used,
                      platforms=platforms)
     emit_doc(args, plan_doc(plan, have))
