@@ -88,6 +88,25 @@ def test_qwen3_next_flat_config_uses_the_interval(tmp_path: Path) -> None:
     assert spec.layer_pattern == "rrra" * 12 and not spec.assumptions
 
 
+def test_gated_attention_counts_its_output_gate(tmp_path: Path) -> None:
+    """Qwen3-Next's and Qwen3.5 / 3.6's q_proj writes a sigmoid output gate beside the queries (transformers
+    modeling_qwen3_5.py and modeling_qwen3_next.py: num_attention_heads * head_dim * 2): every Qwen3.5 / 3.6 config
+    says attn_output_gate true, Qwen3-Next's says nothing and vLLM takes it as true. The catalog had counted the
+    queries alone, 0.50 B weights short on the 27B models."""
+    plain = read_model(str(_config(tmp_path, QWEN36, "plain"))).spec
+    gated = read_model(str(_config(tmp_path, {**QWEN36, "text_config": {**QWEN36_TEXT, "attn_output_gate": True}},
+                                   "gated"))).spec
+    gate = 10 * 2048 * 16 * 256  # 10 full-attention layers, hidden 2048, 16 heads of 256
+    assert (gated.params_total - plain.params_total, gated.params_active - plain.params_active) == (gate, gate)
+    flat = {k: v for k, v in QWEN36_TEXT.items() if k != "layer_types"}
+    nxt = read_model(str(_config(tmp_path, {**flat, "model_type": "qwen3_next"}, "next"))).spec
+    assert nxt.params_total == read_model(str(_config(tmp_path, {**flat, "model_type": "qwen3_next",
+                                                                 "attn_output_gate": False}, "off"))).spec.params_total + gate
+    cat = load_catalog(False)
+    assert (cat.models["qwen3.6-27b"].params_total, cat.models["qwen3.5-397b-a17b"].params_active) == \
+        (26_895_998_464, 17_349_040_896)  # recounted from their configs (hardware_db/models.toml sources)
+
+
 GRANITE_4H = {  # ibm-granite/granite-4.0-h-tiny config.json (shape): Mamba2 with 4 attention layers of 40
     "model_type": "granitemoehybrid", "hidden_size": 1536, "num_hidden_layers": 40, "num_attention_heads": 12,
     "num_key_value_heads": 4, "vocab_size": 100352, "max_position_embeddings": 131072,

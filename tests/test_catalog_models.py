@@ -311,6 +311,12 @@ PUBLISHED = {
     # The card's "13B activated" is the per-tensor 13.80B cut to whole billions (tests/test_deepseek_v4.py).
     "deepseek-v4-flash": (284e9, None, "huggingface.co/deepseek-ai/DeepSeek-V4-Flash card: 284B total, 13B activated"),
     "deepseek-v4-pro": (1.6e12, 49e9, "huggingface.co/deepseek-ai/DeepSeek-V4-Pro card: 1.6T total, 49B activated"),
+    # Qwen3.5's full-attention q_proj also writes the output gate (attn_output_gate), which the shape keeps no field
+    # for: the schema's estimate is 3.1-3.3% short of the active counts of the two largest.
+    "qwen3.5-122b-a10b": (122e9, 10e9, "docs.sglang.io/cookbook/autoregressive/Qwen/Qwen3.5 lists Qwen3.5-122B-A10B; "
+                          "its name: 122B total, 10B activated, as the cookbook spells out for the 397B"),
+    "qwen3.5-397b-a17b": (397e9, 17e9, "docs.sglang.io/cookbook/autoregressive/Qwen/Qwen3.5: '397B total "
+                          "parameters, 17B activated'"),
 }
 
 

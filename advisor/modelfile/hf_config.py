@@ -160,6 +160,11 @@ def estimate_params(cfg: dict[str, Any], f: dict[str, Any], where: Path) -> tupl
     mtype = str(c.get("model_type", ""))
     if mtype.startswith(("qwen3", "gemma3", "gemma4")):
         attn += 2 * hd  # q_norm, k_norm
+    if c.get("attn_output_gate", mtype == "qwen3_next") is True:
+        # gated attention (Qwen3-Next, Qwen3.5 / 3.6): q_proj writes the sigmoid output gate beside the queries,
+        # num_attention_heads * head_dim * 2 (transformers modeling_qwen3_next.py / modeling_qwen3_5.py; vLLM's
+        # qwen3_next.py takes attn_output_gate, True when the config has none)
+        attn += H * heads * hd
     norms = 4 * H if mtype.startswith(("gemma2", "gemma3", "gemma4")) else 2 * H  # Gemma adds post-norms
     mats = 2 if c.get("mlp_hidden_act") == "relu2" else 3  # Nemotron-H: ungated relu^2 MLPs (up, down)
     dense_mlp = mats * H * f["intermediate_size"]
