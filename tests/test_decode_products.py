@@ -55,6 +55,20 @@ def test_a_16_bit_embedding_beside_8_bit_layers_is_counted_at_its_width(catalog)
     assert t.body + t.experts + t.head == pytest.approx(m.params_total - embed, rel=0.01)
 
 
+@pytest.mark.parametrize("model", ["qwen3.6-27b", "qwen3.6-35b-a3b"])
+def test_nvfp4_mlps_beside_fp8_attention_are_counted_at_their_widths(catalog, model):
+    """NVIDIA's Qwen3.6 checkpoints (rules/quants.toml nvfp4-mlp-fp8) store the MLPs and head in 4.5 bits and the
+    attention in 8: divided by the attention's byte alone, the 27B's MLPs counted as 0.56 of their parameters and a
+    prompt's FLOPs 30% short."""
+    sc, p = placed(catalog, model, ["rtx-pro-6000"], runtime="vllm", quant="nvfp4-mlp-fp8", ctx=8192)
+    t = spd.token_params(sc, p)[0]
+    m = sc.model
+    embed = m.vocab_size * m.hidden_size
+    routed = m.experts * m.expert_matrices * m.hidden_size * m.moe_intermediate_size * m.layers if m.is_moe else 0
+    assert t.head == pytest.approx(embed, rel=1e-3)
+    assert t.body == pytest.approx(m.params_total - 2 * embed - routed, rel=0.01)
+
+
 def test_prompt_tokens_in_a_step_skip_the_head(catalog):
     """The tokens of prompts riding in a decode step multiply every layer but not the head: vLLM computes logits at
     the sampled rows only (one a decoding stream)."""

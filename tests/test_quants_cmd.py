@@ -22,7 +22,7 @@ def _json(capsys, *argv: str):
 
 @pytest.mark.parametrize("qid, linear", [("NVFP4", 4 + 8 / 16), ("W4A16", 4 + 16 / 128), ("autoround", 4 + 20 / 128)])
 def test_new_formats_bits_follow_their_layout(capsys, qid, linear) -> None:
-    # a search: `advisor quants NVFP4` also lists NVIDIA's NVFP4 layouts (nvfp4-experts, nvfp4-experts-fp8)
+    # a search: `advisor quants NVFP4` also lists NVIDIA's NVFP4 layouts (nvfp4-experts, nvfp4-mlp-fp8)
     (q,) = [q for q in _json(capsys, "quants", qid, "--json") if q["id"] == qid]
     assert q["linear_bits"] == pytest.approx(linear, abs=5e-4)
     whole = (EMBED_AND_HEAD * 16 + (LLAMA31_8B - EMBED_AND_HEAD) * linear) / LLAMA31_8B

@@ -32,7 +32,7 @@ CONTRACT_IDS = [
     "fp8", "int8", "awq", "gptq", "nf4", "mlx-4bit", "mlx-8bit",
 ]
 ADDED_IDS = ["NVFP4", "W4A16", "autoround", "int4-g32-experts", "fp4-experts-fp8", "mxfp4-bf16", "nvfp4-experts",
-             "nvfp4-experts-fp8"]
+             "nvfp4-mlp-fp8"]
 """Names repos use today (issue 16): checked in tests/test_quants_cmd.py against their layouts; NVIDIA's NVFP4
 layouts of Qwen3.5 / 3.6 (issue 27) in tests/test_vllm_checkpoints.py against their recorded configs."""
 IK_IDS = ["IQ6_K", "IQ5_K", "IQ5_KS", "IQ4_K", "IQ4_KS", "IQ4_KSS", "IQ4_KT", "IQ3_K", "IQ3_KS", "IQ3_KT",

@@ -26,7 +26,7 @@ CONFIGS = {k: v for k, v in json.loads((DATA / "checkpoint_configs.json").read_t
 # CompressedTensorsConfig), NVFP4 by ModelOpt (hf_quant_config.json) or llm-compressor
 METHOD = {"fp8": {"fp8", "compressed-tensors"}, "awq": {"awq"}, "gptq": {"gptq"},
           "NVFP4": {"modelopt_fp4", "compressed-tensors"}, "fp4-experts-fp8": {"fp8"}, "mxfp4-bf16": {"mxfp4"},
-          "W4A16": {"compressed-tensors"}, "nvfp4-experts-fp8": {"modelopt"}, "nvfp4-experts": {"modelopt"}}
+          "W4A16": {"compressed-tensors"}, "nvfp4-mlp-fp8": {"modelopt"}, "nvfp4-experts": {"modelopt"}}
 # compressed-tensors names its scheme in config_groups, so the method alone says nothing of the bits: each
 # quantization's (num_bits, type) in a group's weights or input activations, as compressed_tensors/quantization/
 # quant_scheme.py's presets write them (FP8: float 8 weights and activations; W4A16: int 4 weights and no
@@ -77,10 +77,13 @@ def test_a_listed_checkpoint_is_in_its_quantization(catalog, repo):
 # scale per group of 16, 4 + 8/16; FP8 one byte with a per-tensor scale
 MODELOPT_BITS = {"NVFP4": 4.5, "W4A16_NVFP4": 4.5, "FP8": 8.0}
 # a module of each kind the engine sizes apart, by its name in Qwen3.5 / 3.6 checkpoints (layer 0 is linear
-# attention, layer 3 full attention in every one of them)
+# attention, layer 3 full attention in every one of them); a MoE model's MLP is its shared expert
 PARTS = {"experts": "model.language_model.layers.0.mlp.experts",
          "linear attention": "model.language_model.layers.0.linear_attn.in_proj_qkv",
          "attention": "model.language_model.layers.3.self_attn.q_proj", "head": "lm_head"}
+MLP = {True: "model.language_model.layers.0.mlp.shared_expert.gate_proj", False: "model.language_model.layers.0.mlp.gate_proj"}
+NVIDIA = ["nvidia/Qwen3.6-35B-A3B-NVFP4", "nvidia/Qwen3.6-27B-NVFP4", "nvidia/Qwen3.5-122B-A10B-NVFP4",
+          "nvidia/Qwen3.5-397B-A17B-NVFP4"]
 
 
 def _modelopt_bits(qc: dict, module: str) -> float:
@@ -96,47 +99,56 @@ def _modelopt_bits(qc: dict, module: str) -> float:
     return MODELOPT_BITS[qc["quant_algo"]]
 
 
-@pytest.mark.parametrize("repo", ["nvidia/Qwen3.6-35B-A3B-NVFP4", "nvidia/Qwen3.5-122B-A10B-NVFP4",
-                                  "nvidia/Qwen3.5-397B-A17B-NVFP4"])
+@pytest.mark.parametrize("repo", NVIDIA)
 def test_a_modelopt_checkpoint_is_sized_as_its_config_quantizes_it(catalog, repo):
-    """NVIDIA's NVFP4 releases of Qwen3.5 / 3.6 MoE models are not the uniform NVFP4 the label says: Qwen3.6
-    35B-A3B keeps attention and linear attention in FP8 and quantizes lm_head, the Qwen3.5 ones quantize only the
+    """NVIDIA's NVFP4 releases of Qwen3.5 / 3.6 are not the uniform NVFP4 the label says: the Qwen3.6 ones keep
+    attention and linear attention in FP8 and quantize the MLPs and lm_head, the Qwen3.5 ones quantize only the
     routed experts. The recorded quantization's widths per part are the recorded config's."""
-    quant = catalog.quants[catalog.rules.checkpoints.repo[repo].quant]
+    listed = catalog.rules.checkpoints.repo[repo]
+    quant, moe = catalog.quants[listed.quant], catalog.models[listed.model].is_moe
     qc = _config(repo)["quantization_config"]
-    bits = {part: _modelopt_bits(qc, module) for part, module in PARTS.items()}
+    bits = {part: _modelopt_bits(qc, module) for part, module in {**PARTS, "mlp": MLP[moe]}.items()}
     assert bits["linear attention"] == bits["attention"]  # the engine gives a layer's mixer one width
-    assert (quant.expert_bits, quant.linear_bits, quant.head_bits or quant.embed_bits) == \
-        (bits["experts"], bits["attention"], bits["head"]), repo
+    width = {"experts": quant.expert_bits, "attention": quant.linear_bits, "head": quant.head_bits or quant.embed_bits,
+             "mlp": quant.mlp_bits or quant.linear_bits}
+    assert {k: width[k] for k in bits if k != "linear attention" and (moe or k != "experts")} == \
+        {k: bits[k] for k in bits if k != "linear attention" and (moe or k != "experts")}, repo
     assert quant.embed_bits == 16.0  # no config quantizes embed_tokens
 
 
-def test_nvidias_qwen3_6_checkpoint_weighs_what_vllm_loads(catalog):
-    """vLLM logs "Model loading took 21.93 GiB" for nvidia/Qwen3.6-35B-A3B-NVFP4 with its MTP drafter loaded (DGX
-    Spark, 0.22.1rc1: search-index file ids 56753445407, 56970046574; the drafter shares the embedding and lm_head,
-    "Sharing target model embedding weights / lm_head weights"). The recorded layout plus its BF16 vision tower and
-    its BF16 MTP layer (ignore mtp*: one gated full-attention layer and one MoE block of the model's shapes, the
-    2H -> H projection fc and five norms) comes within 1% of it; nothing is fitted on it."""
+@pytest.mark.parametrize("repo,files_gib", [
+    # vLLM's "Checkpoint size: 21.82 GiB" (DGX Spark, 0.22.1rc1: search-index file id 56753445407)
+    ("nvidia/Qwen3.6-35B-A3B-NVFP4", 21.82),
+    # "21.9 GB across 3 safetensors shards" (noonghunna/club-3090 scripts/lib/profiles/models/qwen3.6-27b.yml @4a29ab5)
+    ("nvidia/Qwen3.6-27B-NVFP4", 21.9e9 / 2**30),
+])
+def test_nvidias_qwen3_6_checkpoints_weigh_what_their_files_hold(catalog, repo, files_gib):
+    """The recorded layout plus the BF16 vision tower and the BF16 MTP layer the files also hold (ignore mtp*: one
+    gated full-attention layer and one MLP or MoE block of the model's shapes, the 2H -> H projection fc and five
+    norms) comes within 1% of the checkpoint's files (35B-A3B -0.2%, 27B -0.0%); nothing is fitted on them. vLLM
+    leaves the MTP layer unloaded without speculative decoding."""
     from advisor.engine.memory import weights_layout
 
-    m = catalog.models["qwen3.6-35b-a3b"]
-    quant = catalog.quants[catalog.rules.checkpoints.repo["nvidia/Qwen3.6-35B-A3B-NVFP4"].quant]
+    listed = catalog.rules.checkpoints.repo[repo]
+    m, quant = catalog.models[listed.model], catalog.quants[listed.quant]
     h, q, kv = m.hidden_size, m.attention_heads * m.head_dim, m.kv_heads * m.head_dim
     attention = h * 2 * q + q * h + 2 * h * kv + 2 * m.head_dim  # q_proj carries the output gate; q/k norms
-    moe = m.experts * 3 * h * m.moe_intermediate_size + h * m.experts + 3 * h * m.moe_intermediate_size + h
-    mtp = attention + moe + 2 * h * h + 5 * h
-    loaded = weights_layout(m, quant).total_bytes + 2 * (m.vision_params + mtp)
-    assert abs(loaded / (21.93 * 2**30) - 1) <= 0.01  # -0.5%
+    mlp = 3 * h * m.intermediate_size if not m.is_moe else \
+        m.experts * 3 * h * m.moe_intermediate_size + h * m.experts + 3 * h * m.moe_intermediate_size + h
+    mtp = attention + mlp + 2 * h * h + 5 * h
+    files = weights_layout(m, quant).total_bytes + 2 * (m.vision_params + mtp)
+    assert abs(files / (files_gib * 2**30) - 1) <= 0.01
 
 
-def test_naming_a_recorded_checkpoint_as_the_model_asks_its_format(catalog):
+@pytest.mark.parametrize("repo,model", [("nvidia/Qwen3.6-35B-A3B-NVFP4", "qwen3.6-35b-a3b"),
+                                        ("nvidia/Qwen3.6-27B-NVFP4", "qwen3.6-27b")])
+def test_naming_a_recorded_checkpoint_as_the_model_asks_its_format(catalog, repo, model):
     """`advisor check nvidia/Qwen3.6-35B-A3B-NVFP4` (an alias of the catalog model) was answered in the ladder's
     awq with no checkpoint to run, and `vllm serve nvidia/Qwen3.6-35B-A3B-NVFP4` as BF16 that does not fit a 5090:
-    both are the recorded checkpoint, whose line names it."""
-    repo = "nvidia/Qwen3.6-35B-A3B-NVFP4"
-    for argv in ((repo, "--runtime", "vllm"), ("--cmd", f"vllm serve {repo} --max-model-len 131072")):
+    both are the recorded checkpoint, whose line names it; --quant still asks another."""
+    for argv in ((repo, "--runtime", "vllm"), ("--cmd", f"vllm serve {repo} --max-model-len 65536")):
         r = _cmd(catalog, *argv, "--gpu", "rtx-5090")
-        assert (r.model.id, r.quant.id) == ("qwen3.6-35b-a3b", "nvfp4-experts-fp8"), argv
+        assert (r.model.id, r.quant.id) == (model, "nvfp4-mlp-fp8"), argv
         assert r.fits and shlex.split(r.launch.command)[2] == repo
     assert _cmd(catalog, repo, "--runtime", "vllm", "--quant", "NVFP4", "--gpu", "rtx-5090").quant.id == "NVFP4"
 
@@ -176,11 +188,11 @@ def test_each_record_says_what_it_rests_on(repo):
 
 
 def test_listed_checkpoints_have_a_recorded_config(catalog):
-    """Every recorded repo (30: 29 offered and RedHatAI's GPTQ "w4a16") is read from a recorded config; no new one
+    """Every recorded repo (31: 30 offered and RedHatAI's GPTQ "w4a16") is read from a recorded config; no new one
     comes without its config (issue 27)."""
     listed = set(catalog.rules.checkpoints.repo)
     assert listed <= set(CONFIGS), sorted(listed - set(CONFIGS))
-    assert len(listed & set(CONFIGS)) >= 30
+    assert len(listed & set(CONFIGS)) >= 31
 
 
 REDHAT_W4A16 = "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16"

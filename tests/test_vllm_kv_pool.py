@@ -289,7 +289,7 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
 # memory) against the logged "Available KV cache memory", each row asked as the release it ran (`--runtime-version`)
 # with the options its log states (tests/data/vllm_hybrid_pool_logs.csv: Qwen3-Next's non-default args pass
 # --gpu-memory-utilization 0.92 and --max-num-seqs 8; the other rows pass no share, so their release's default
-# applies, 0.92 for Qwen3.6's 0.24): -10.5% (Qwen3.6, RTX 5090, 0.24, max_num_seqs 1, NVIDIA's checkpoint in its own
+# applies, 0.92 for Qwen3.6's 0.24): -9.6% (Qwen3.6, RTX 5090, 0.24, max_num_seqs 1, NVIDIA's checkpoint in its own
 # layout, its gated q_proj counted whole; -11.4% read as uniform NVFP4 without the gate), +1.7% (Gemma 3, MI300X, 0.11),
 # +13.6% (Qwen3-Next, 2x L40S, 0.13), -1.2% (Llama 4 Scout, 8x H200, December 2025), and four rows gathered since,
 # scored as they came, nothing fitted on them: +0.5% (Gemma 4 31B, B300, 0.26), +2.1% (gpt-oss-20b, A100, 0.19),

@@ -189,7 +189,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "group_count": (0, 1e5), "global_kv_heads": (0, 1e5), "global_head_dim": (0, 1e5),
     "per_layer_embed_params": (0, 1e12), "indexer_head_dim": (0, 1e5), "mtp_layers": (0, 64), "indexer_ratio": (1, 1e6),
     "vision_params": (0, 1e12), "ff_size": (1, 1e7), "heads": (1, 1e5), "patch_size": (1, 1e4), "merge": (1, 64), "image_size": (0, 1e6), "out_hidden": (0, 1e6),
-    "expert_matrices": (1, 4), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64), "head_bits": (0.5, 64),
+    "expert_matrices": (1, 4), "bits_per_weight": (0.5, 64), "linear_bits": (0.5, 64), "embed_bits": (0.5, 64), "head_bits": (0.5, 64), "mlp_bits": (0.5, 64),
     "kld": (0, 100), "context_mib": (0, 1e6), "ubatch": (1, 1e6), "compute_fixed_mib": (0, 1e6), "reserve_mib_other_gpus": (0, 1e6), "fit_margin_mib": (0, 1e6), "attention_pool_lookahead": (0, 16),
     "RuntimeSpec.max_gpus": (0, 1024),  # 0: any number (a platform's or an NVLink domain's needs at least 1)
     "gpu_memory_utilization": (0, 1), "ram_gib": (0.001, 65536), "kv_pad_cells": (0, 1e6),

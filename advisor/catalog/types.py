@@ -458,6 +458,9 @@ class QuantSpec(Record):
     head_bits: float | None = None
     """Bits per weight of an untied output head when the format quantizes it apart from the embedding
     (EXL3's `--head_bits`, 6 by default); None: `embed_bits`."""
+    mlp_bits: float | None = None
+    """Bits per weight of the dense MLPs and shared experts when the format stores them apart from attention
+    (NVIDIA's ModelOpt mixed layouts: NVFP4 MLPs, FP8 attention); None: `linear_bits`."""
     aliases: tuple[str, ...] = ()
     """Other names repos and tools use for this format (`compressed-tensors-w4a16`, `auto-round`)."""
     ggml_tables: tuple[str, ...] = ()

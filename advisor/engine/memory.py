@@ -72,6 +72,7 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
             expert_params = [0] * n
             extra = [0] * n
     shared = (body - sum(extra)) / n
+    mlp = mlp_params(model, expert_params, extra) if quant.mlp_bits is not None else [0] * n
     body_bits = quant.body_bits
     edge_bits = embed_bits(quant)
     experts_bits = expert_bits(model, quant)
@@ -81,7 +82,9 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
     out = int(round(embed * head_bits(model, quant) / 8))
     ple_bytes = int(round(ple * edge_bits / 8))
     expert_b = tuple(expert_to_bytes(p) for p in expert_params)
-    layer_bytes = tuple(to_bytes(shared + extra[il] - expert_params[il]) + expert_b[il] for il in range(n))
+    mlp_b = [int(round(p * quant.mlp_bits / 8)) if p else 0 for p in mlp]
+    layer_bytes = tuple(to_bytes(shared + extra[il] - expert_params[il] - mlp[il]) + mlp_b[il] + expert_b[il]
+                        for il in range(n))
     return WeightsLayout(
         total_bytes=sum(layer_bytes) + edge + (0 if model.tied_embeddings else out) + ple_bytes,
         embed_bytes=edge + ple_bytes,
@@ -89,6 +92,30 @@ def weights_layout(model: ModelSpec, quant: QuantSpec) -> WeightsLayout:
         layer_bytes=layer_bytes,
         expert_bytes=expert_b,
     )
+
+
+def mlp_params(model: ModelSpec, expert_params: list[int], extra: list[int]) -> list[int]:
+    """Each layer's dense MLP (a dense model's; a MoE model's leading dense layers', `extra`) or shared experts,
+    which a format may store at its own width (`mlp_bits`): gate, up and down projections. Shared experts are
+    taken at the routed experts' width, as Qwen3.5 / 3.6's are (shared_expert_intermediate_size 512 =
+    moe_intermediate_size)."""
+    h = model.hidden_size
+    if not model.is_moe:
+        return [3 * h * model.intermediate_size] * model.layers
+    shared = model.shared_experts * model.expert_matrices * h * model.moe_intermediate_size
+    return [shared if e else x for e, x in zip(expert_params, extra)]
+
+
+def body_bits(model: ModelSpec, quant: QuantSpec) -> float:
+    """Bits per weight of the repeating layers' weights outside the routed experts as `weights_layout` stores
+    them: the format's `body_bits`, or where it stores MLPs apart (`mlp_bits`) the average of the two widths over
+    this model's weights."""
+    if quant.mlp_bits is None:
+        return quant.body_bits
+    lay = weights_layout(model, quant)
+    experts = sum(lay.expert_bytes) * 8 / expert_bits(model, quant)
+    edges = model.vocab_size * model.hidden_size * (1 if model.tied_embeddings else 2) + model.per_layer_embed_params
+    return (sum(lay.layer_bytes) - sum(lay.expert_bytes)) * 8 / max(model.params_total - edges - experts, 1)
 
 
 def embed_bits(quant: QuantSpec) -> float:

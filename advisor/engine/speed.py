@@ -228,7 +228,8 @@ class TokenParams(NamedTuple):
 def token_params(sc: Scenario, placement: Placement) -> list[TokenParams]:
     """Each device's `TokenParams`."""
     k = active_fraction(sc.model, 1)
-    rest_b, expert_b = max(sc.quant.body_bits, 1e-9) / 8, max(mem.expert_bits(sc.model, sc.quant), 1e-9) / 8
+    rest_b = max(mem.body_bits(sc.model, sc.quant), 1e-9) / 8
+    expert_b = max(mem.expert_bits(sc.model, sc.quant), 1e-9) / 8
     head_b = max(mem.head_bits(sc.model, sc.quant), 1e-9) / 8
     return [TokenParams(max(d.weights_bytes - d.expert_bytes - d.embed_bytes - d.head_bytes, 0) / rest_b,
                         d.expert_bytes * k / expert_b, d.head_bytes / head_b)
