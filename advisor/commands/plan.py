@@ -42,7 +42,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise AdvisorError(f"--price {item!r} is not ID=USD", "e.g. --price rtx-3090=700")
         prices[resolve(catalog.gpus, gid, "gpu")] = parse_float(usd, f"--price {gid}", 0, 1e7)
     ram = parse_ram(args.ram) if args.ram else (rig_ram or int(catalog.rules.plan.default_ram_gib * GIB))
-    plan = make_plan(catalog, model, with_recorded_quant(catalog, args.model, model, options_from(args)), min_tps=args.min_tps, budget=args.budget, have=have,
+    options = with_recorded_quant(catalog, args.model, model, options_from(args))
+    plan = make_plan(catalog, model, options, min_tps=args.min_tps, budget=args.budget, have=have,
                      prices=prices, ram_bytes=ram, kwh_usd=args.kwh_price, top=args.top, used=args.used,
                      platforms=platforms)
     emit_doc(args, plan_doc(plan, have))
