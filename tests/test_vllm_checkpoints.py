@@ -81,7 +81,8 @@ MODELOPT_BITS = {"NVFP4": 4.5, "W4A16_NVFP4": 4.5, "FP8": 8.0}
 PARTS = {"experts": "model.language_model.layers.0.mlp.experts",
          "linear attention": "model.language_model.layers.0.linear_attn.in_proj_qkv",
          "attention": "model.language_model.layers.3.self_attn.q_proj", "head": "lm_head"}
-MLP = {True: "model.language_model.layers.0.mlp.shared_expert.gate_proj", False: "model.language_model.layers.0.mlp.gate_proj"}
+MLP = {True: "model.language_model.layers.0.mlp.shared_expert.gate_proj",
+       False: "model.language_model.layers.0.mlp.gate_proj"}
 NVIDIA = ["nvidia/Qwen3.6-35B-A3B-NVFP4", "nvidia/Qwen3.6-27B-NVFP4", "nvidia/Qwen3.5-122B-A10B-NVFP4",
           "nvidia/Qwen3.5-397B-A17B-NVFP4"]
 

@@ -19,6 +19,7 @@ import pytest
 from advisor.engine.check import evaluate
 from advisor.engine.options import Options
 from advisor.engine.releases import at_release
+from advisor.errors import AdvisorError
 from advisor.probe.flags import rig_from_flags
 
 DATA = Path(__file__).parent / "data" / "vllm_kv_pool_logs.csv"
@@ -241,6 +242,30 @@ def test_grouped_pool_of_a_hybrid_model_is_what_vllm_logs(catalog, r):
     tokens = int(conc * length) if r["tokens_as"] == "concurrency" else \
         kv_groups.blocks(g, free) // sum(g.groups) * g.block_tokens
     assert tokens == pytest.approx(int(r["kv_cache_tokens"]), rel=0.005)
+
+
+def test_no_async_scheduling_keeps_one_step_in_flight(catalog):
+    """`--no-async-scheduling` (vLLM's async_scheduling off) keeps one batch in flight, so each request's sliding
+    groups hold one step of tokens beside the window: Gemma 4 31B at 16,384 tokens on the B300 row's card serves
+    more requests at once, by the one-step count. Read from `vllm serve ... --no-async-scheduling` and written back
+    in the answer's line; llama.cpp has no such option."""
+    from advisor.engine import kv_groups
+    from advisor.engine.check import _scenario
+    from tests.test_launch import _answer
+
+    rig, m = rig_from_flags(catalog, ["b200"]), catalog.models["gemma-4-31b"]
+    on, off = (_scenario(catalog, rig, m, Options(runtime="vllm", ctx=16384, max_num_batched_tokens=8192,
+                                                   no_async_scheduling=flag)) for flag in (False, True))
+    g_on, g_off = kv_groups.layout(on, 1, 8192), kv_groups.layout(off, 1, 8192)
+    assert (g_on.batch_tokens, g_off.batch_tokens) == (16384, 8192)
+    held = [min(m.sliding_window - 1 + flight, 16384) for flight in (16384, 8192)]  # capped at the request
+    assert kv_groups.pages_per_request(on, g_on, 16384) - kv_groups.pages_per_request(off, g_off, 16384) == \
+        g_on.groups[1] * (-(-held[0] // g_on.block_tokens) - -(-held[1] // g_on.block_tokens))
+    r = _answer(catalog, "--cmd", "vllm serve google/gemma-4-31B-it --max-model-len 16384 --no-async-scheduling",
+                "--gpu", "b200")
+    assert r.options.no_async_scheduling and "--no-async-scheduling" in r.launch.command
+    with pytest.raises(AdvisorError, match="no-async-scheduling"):
+        _answer(catalog, "gemma-4-31b", "--runtime", "llama.cpp", "--no-async-scheduling", "--gpu", "b200")
 
 
 def test_the_hybrid_rows_cover_each_kind_of_layer(catalog):

@@ -74,7 +74,7 @@ def layout(sc: Scenario, tp: int, batch_tokens: int) -> GroupLayout | None:
     size = hi if hi < 1.5 * lo else lo
     return GroupLayout(page, int(page // token), int(page // full_token), size,
                        (_cdiv(full, size), _cdiv(sliding, size), _cdiv(rec, size)),
-                       batch_tokens * max(rt.in_flight_batches, 1))
+                       batch_tokens * (1 if sc.options.no_async_scheduling else max(rt.in_flight_batches, 1)))
 
 
 def state_bytes(sc: Scenario) -> float:

@@ -535,6 +535,8 @@ def _cache_settings(parsed: ParsedCommand, changes: dict) -> None:
         raise AdvisorError(f"--cmd: KV cache type {changes['kv_type']!r}", f"use one of: {', '.join(kv_types)}")
     if parsed.get("eager") is not None:
         changes["enforce_eager"] = True
+    if parsed.get("sync_scheduling") is not None:
+        changes["no_async_scheduling"] = True
     if parsed.get("swa_full") is not None:
         changes["swa_full"] = True
 
@@ -832,5 +834,6 @@ def serving_settings(placer, options, ctx: int, *, model_ref: str) -> dict[str, 
         "max_num_seqs": str(options.max_num_seqs) if options.max_num_seqs else None,
         "max_num_batched_tokens": str(options.max_num_batched_tokens) if options.max_num_batched_tokens else None,
         "eager": "" if options.enforce_eager else None,
+        "sync_scheduling": "" if options.no_async_scheduling else None,
         "cpu_offload_gb": f"{options.cpu_offload_gb:g}" if options.cpu_offload_gb else None,
     }

@@ -103,6 +103,9 @@ class Options(Record):
     None: the runtime's default for the GPU."""
     enforce_eager: bool = False
     """Paged runtimes: no CUDA graphs (vLLM --enforce-eager): their memory goes to the KV pool, decode is slower."""
+    no_async_scheduling: bool = False
+    """vLLM --no-async-scheduling: one scheduler step in flight instead of the runtime's `in_flight_batches`, so a
+    sliding-window group keeps one step's tokens beside its window."""
     cpu_offload_gb: float = 0.0
     """vLLM --cpu-offload-gb: GiB of weights per GPU kept in system RAM and streamed over PCIe each step."""
     tensor_parallel: int | None = None

@@ -207,6 +207,9 @@ OPTIONS: tuple[OptionDef, ...] = (
          commands=("check",), cmd=("pipeline_parallel",), runtime_option="pipeline_parallel"),
     _switch("enforce_eager", ("--enforce-eager", "--disable-cuda-graph"), "no CUDA graphs: their memory goes to the "
             "KV pool", "serving", commands=("check",), field="enforce_eager", runtime_option="eager"),
+    _switch("no_async_scheduling", ("--no-async-scheduling",), "vLLM: one scheduler step in flight, not two: a "
+            "sliding-window model's requests each hold one step's tokens fewer of the pool", "serving",
+            commands=("check",), field="no_async_scheduling", runtime_option="no_async_scheduling"),
     # -- images (vision towers)
     OptionDef("mmproj", ("--mmproj",), "text", "llama.cpp: the mmproj GGUF (vision tower) the server loads beside the "
               "model (-mm): its weights and compute buffer on the first GPU", "images", commands=("check",),
