@@ -24,8 +24,8 @@ ROWS = list(csv.DictReader(DATA.open(encoding="utf-8")))
 # active weights read per token on Qwen3.6 35B-A3B: its two loops +24.3% and +31.5%)
 MEDIAN_MAX = 0.240
 WORST_MAX = 0.376
-# the 400-concurrency runs (the pool holds what it can, the rest queue), output throughput: RTX 4090 +9.8%, RTX 5090
-# +36.1%, RTX PRO 6000 -2.1% (+10%, +55%, +13% with the fused-MoE factor at 0.35)
+# the 400-concurrency runs (the pool holds what it can, the rest queue), output throughput: RTX 4090 +7.2%, RTX 5090
+# +35.9%, RTX PRO 6000 -2.1% (+9.8% and +36.1% when the bound was set; +10%, +55%, +13% with the fused-MoE factor at 0.35)
 OUTPUT_WORST_MAX = 0.362
 
 

@@ -221,7 +221,7 @@ def recorded_quant(catalog, repo: str, parsed):
         f"checkpoint's config (\"Quantization method specified in the model config (...) does not match the "
         f"quantization method specified in the `quantization` argument\"), so this line does not load: drop "
         f"--quantization; the answer is for its {q} weights",)
-    return known.model, q, f"{repo} is recorded as a checkpoint in {q} (rules/checkpoints.toml)", notes
+    return known.model, q, _recorded_basis(repo, q), notes
 
 
 def with_recorded_quant(catalog, ref: str, model, options):
@@ -235,8 +235,12 @@ def with_recorded_quant(catalog, ref: str, model, options):
     known = repo_checkpoint(catalog.rules.checkpoints, ref)
     if options.quant or known is None or known.model != getattr(model, "id", None):
         return options
-    return replace(options, quant=known.quant,
-                   quant_basis=f"{ref} is recorded as a checkpoint in {known.quant} (rules/checkpoints.toml)")
+    return replace(options, quant=known.quant, quant_basis=_recorded_basis(ref, known.quant))
+
+
+def _recorded_basis(repo: str, quant: str) -> str:
+    """Where the quantization of a repo rules/checkpoints.toml records came from, as the answer says it."""
+    return f"{repo} is recorded as a checkpoint in {quant} (rules/checkpoints.toml)"
 
 
 def flag_on_base_repo(catalog, parsed, repo: str | None, model_id: str | None) -> tuple[str, ...]:
