@@ -268,6 +268,18 @@ def test_no_async_scheduling_keeps_one_step_in_flight(catalog):
         _answer(catalog, "gemma-4-31b", "--runtime", "llama.cpp", "--no-async-scheduling", "--gpu", "b200")
 
 
+@pytest.mark.parametrize("model,kinds", [("gemma-4-31b", ("full-attention", "sliding")),
+                                          ("qwen3.6-35b-a3b", ("full-attention", "recurrent"))])
+def test_the_pool_basis_names_only_the_kinds_the_model_has(catalog, model, kinds):
+    """The answer's pool basis says what a request holds in each kind of layer group the model has: Qwen3.6 has no
+    sliding window, so nothing of a window or of steps in flight (it said both for every hybrid model)."""
+    r = evaluate(catalog, rig_from_flags(catalog, ["b200"]), catalog.models[model],
+                 Options(runtime="vllm", ctx=16384))
+    said = {"full-attention": "its length in the full-attention groups", "sliding": "in flight in the sliding ones",
+            "recurrent": "its state in the recurrent ones"}
+    assert {k for k, text in said.items() if text in r.serving.basis} == set(kinds)
+
+
 def test_the_hybrid_rows_cover_each_kind_of_layer(catalog):
     """Issue 27: the grouped pool is held to start-up logs of hybrid (recurrent), sliding-window and chunked
     models."""

@@ -98,10 +98,13 @@ def _groups_basis(g: kv_groups.GroupLayout | None) -> str:
     kinds = ", ".join(f"{n} {k} group{'s' if n > 1 else ''}" for n, k in zip(g.groups, ("full-attention", "sliding-window", "recurrent")) if n)
     pages = (f"{g.block_tokens} tokens" if g.full_block_tokens == g.block_tokens else
              f"{g.block_tokens} tokens ({g.full_block_tokens} in the narrower full-attention layers)")
+    holds = [held for n, held in zip(g.groups, (
+        "its length in the full-attention groups",
+        f"its window and the {g.batch_tokens:,} tokens it may have in flight in the sliding ones",
+        "its state in the recurrent ones")) if n]
+    held = ", ".join(holds[:-1]) + f" and {holds[-1]}" if len(holds) > 1 else holds[0]
     return (f"; layers of each kind share it in groups of {g.group_size} ({kinds}), on pages of {pages}, a "
-            f"request holding its length in the full-attention groups, its window and the {g.batch_tokens:,} "
-            f"tokens it may have in flight in the sliding ones and its state in the recurrent ones (vLLM's hybrid "
-            f"KV cache manager)")
+            f"request holding {held} (vLLM's hybrid KV cache manager)")
 
 
 def _kind_pools(sc: Scenario, shares: tuple[PoolDevice, ...]) -> kv_kinds.KindPools | None:
