@@ -210,7 +210,8 @@ def test_the_3090_29k_failure_is_v0s_unchunked_profile_batch(catalog, ctx, batch
 HYBRID = list(csv.DictReader((DATA.parent / "vllm_hybrid_pool_logs.csv").open(encoding="utf-8")))
 
 
-@pytest.mark.parametrize("r", [r for r in HYBRID if r["max_concurrency"]], ids=lambda r: _row_name(r))
+@pytest.mark.parametrize("r", [r for r in HYBRID if r["available_kv_gib"] and r["kv_cache_tokens"]],
+                         ids=lambda r: _row_name(r))
 def test_grouped_pool_of_a_hybrid_model_is_what_vllm_logs(catalog, r):
     """From the logged available memory, vLLM's grouped accounting (layer groups per kind, one page size,
     recurrent states in pages) gives the logged "Maximum concurrency" and "GPU KV cache size": hybrid (Gated
@@ -218,7 +219,8 @@ def test_grouped_pool_of_a_hybrid_model_is_what_vllm_logs(catalog, r):
     A recurrent group holds one state page per request without prefix caching (vLLM 0.13 turned it off for
     hybrid models) and two with it ("align" mode). vLLM logs the token count two ways: int(concurrency x
     max_model_len) since the hybrid report was fixed, num_blocks // groups x block size before
-    (vllm/v1/core/kv_cache_utils.py `_report_kv_cache_config`, both versions); `tokens_as` says which."""
+    (vllm/v1/core/kv_cache_utils.py `_report_kv_cache_config`, both versions); `tokens_as` says which. A row whose
+    source quotes no concurrency line (club-3090 #858) is held to its token count alone."""
     from dataclasses import replace as with_
 
     from advisor.engine import kv_groups
@@ -238,7 +240,7 @@ def test_grouped_pool_of_a_hybrid_model_is_what_vllm_logs(catalog, r):
     # the log rounds the memory to 0.01 GiB (up to 10 MiB: a block of Qwen3-Next's 12 x 536 KiB pages) and the
     # concurrency to 0.01: the logged figure lies between what either end of the memory's rounding gives
     lo, hi = (kv_groups.concurrency(sc, g, free + d * 0.005 * GIB, length) for d in (-1, 1))
-    assert lo - 0.005 <= float(r["max_concurrency"]) <= hi + 0.005
+    assert not r["max_concurrency"] or lo - 0.005 <= float(r["max_concurrency"]) <= hi + 0.005
     tokens = int(conc * length) if r["tokens_as"] == "concurrency" else \
         kv_groups.blocks(g, free) // sum(g.groups) * g.block_tokens
     assert tokens == pytest.approx(int(r["kv_cache_tokens"]), rel=0.005)
@@ -331,7 +333,9 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
 # -2.0% (Qwen3-Next, 2x L40S, 0.13; +13.6% while its checkpoint was read as uniform AWQ), -1.2% (Llama 4 Scout,
 # 8x H200, December 2025), and four rows gathered since,
 # scored as they came, nothing fitted on them: +0.5% (Gemma 4 31B, B300, 0.26), +2.1% (gpt-oss-20b, A100, 0.19),
-# +4.7% (Gemma 4 26B-A4B, A100, April 2026, --enforce-eager), +2.6% (Qwen3-Next BF16, 2x H200, 0.10). Issue 27 asks
+# +4.7% (Gemma 4 26B-A4B, A100, April 2026, --enforce-eager), +2.6% (Qwen3-Next BF16, 2x H200, 0.10), +0.6%
+# (Qwen3.6 in NVIDIA's checkpoint on 2x RTX 5090 at TP 2, 0.25.1, club-3090 #858: the #612 row's checkpoint and
+# card, gathered after the first eight and scored as it came). Issue 27 asks
 # for 5%; what is missing on the hybrid row outside it is decomposed in tests/data/vllm_hybrid_pool_logs.md
 # ("From the card alone").
 # Until the Qwen3-Next row carried its own share and sequence cap, it was asked at 0.9 and 256 sequences, whose 1.4
@@ -353,8 +357,9 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
 CARD_ALONE_WORST = 0.097  # 0.220 while Qwen3.6 was asked at 0.9 (-21.9%); 0.138 while Qwen3-Next's checkpoint was
 # unnamed; Qwen3.6 now
 CARD_ALONE_MEDIAN = 0.021  # 0.066 on the first four rows, before the four gathered since joined; 0.025 before
-# Qwen3-Next's checkpoint was named
-CARD_ALONE_WITHIN_5PCT = 7  # all but Qwen3.6; 2 of the first four, 6 while Qwen3-Next's checkpoint was unnamed
+# Qwen3-Next's checkpoint was named (0.0206 on those eight; 0.0202 with #858)
+CARD_ALONE_WITHIN_5PCT = 8  # all but Qwen3.6 on one 5090 (8 of 9); 2 of the first four, 6 of 8 while
+# Qwen3-Next's checkpoint was unnamed
 BESIDE_LOGGED_WEIGHTS_MAX = 0.05  # issue 27's target; reached on all five rows that print their weights
 
 
