@@ -26,7 +26,7 @@ def make_app(args: argparse.Namespace):
     from advisor.catalog.resolve import resolve
     from advisor.probe.flags import parse_ram
 
-    from advisor.commands.args import model_from_arg, wants_mmproj
+    from advisor.commands.args import model_from_arg, recorded_controls, wants_mmproj
 
     catalog = load_catalog()
     ref = model_from_arg(args.model, catalog, mmproj=wants_mmproj(args)) if args.model else None
@@ -44,7 +44,8 @@ def make_app(args: argparse.Namespace):
 
     from advisor.tui.app import AdvisorApp
 
-    return AdvisorApp(catalog, model=model, rig=rig, ram=args.ram, empty=args.empty, loaded=loaded)
+    return AdvisorApp(catalog, model=model, rig=rig, ram=args.ram, empty=args.empty, loaded=loaded,
+                      initial=recorded_controls(catalog, args.model, model))
 
 
 def run_app(args: argparse.Namespace, headless: Callable[[list[str]], int]) -> int:
@@ -69,10 +70,22 @@ def _headless(args: argparse.Namespace, main: Callable[[list[str]], int]) -> int
     rig = [*(f"--gpu={g}" for g in args.gpu), *(["--nvlink"] if args.nvlink else []),
            *([f"--pcie={args.pcie}"] if args.pcie else []), *([f"--ram={args.ram}"] if args.ram else []),
            *([f"--rig={args.rig}"] if args.rig else []), *(["--empty"] if args.empty else [])]
-    command = ["check", args.model, *rig] if args.model else ["fit", *rig]
+    command = ["check", args.model, *_recorded_runtime(args.model), *rig] if args.model else ["fit", *rig]
     code = main(command)
     if code != EXIT_USAGE:  # bad input stays one line
         sys.stderr.write(f"advisor: not a terminal, so no app: this was `advisor {' '.join(command)}` "
                          f"(run `advisor` in a terminal for the app)\n")
     return code
 
+
+def _recorded_runtime(ref: str) -> list[str]:
+    """`--runtime R` for a MODEL naming a recorded checkpoint (the runtime the app opens on), else nothing."""
+    if "/" not in ref:  # checkpoints are Hugging Face repo ids: no catalog to load for anything else
+        return []
+    from advisor.catalog.load import load_catalog
+    from advisor.catalog.resolve import exact
+    from advisor.commands.args import recorded_controls
+
+    catalog = load_catalog()
+    runtime = recorded_controls(catalog, ref, exact(catalog.models, ref)).get("runtime")
+    return ["--runtime", runtime] if runtime else []

@@ -315,6 +315,45 @@ def test_launcher_resolves_names_and_builds_the_rig():
     assert [g.spec.id for g in screen.rig.gpus] == ["rtx-3090", "rtx-3090"]
 
 
+RECORDED = "nvidia/Qwen3.6-35B-A3B-NVFP4"
+
+
+@run
+async def test_naming_a_recorded_checkpoint_opens_the_app_on_its_format_and_a_runtime_that_loads_it():
+    """`advisor nvidia/Qwen3.6-35B-A3B-NVFP4` opened Qwen3.6 35B-A3B on llama.cpp's GGUF ladder, not the checkpoint
+    it names: the app opens on the format rules/checkpoints.toml records and the first of its runtimes, as its
+    controls show, and its line names the repo. A model named by its catalog id opens as before."""
+    import shlex
+
+    from advisor.app_entry import make_app as launcher
+    from advisor.tui.widgets.controls import Controls
+
+    app = launcher(_args(model=RECORDED, gpu=["rtx-5090"]))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        screen = main(app)
+        opened = screen.query_one(Controls).options()
+        assert (screen.model_id, opened.runtime, opened.quant) == ("qwen3.6-35b-a3b", "vllm", "nvfp4-mlp-fp8")
+        assert screen.report.quant.id == "nvfp4-mlp-fp8" and screen.report.fits
+        assert shlex.split(screen.report.launch.command)[2] == RECORDED
+    plain = launcher(_args(model="qwen3.6-35b-a3b", gpu=["rtx-5090"]))
+    async with plain.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        opened = main(plain).query_one(Controls).options()
+        assert (opened.runtime, opened.quant) == ("llama.cpp", None)
+
+
+def test_naming_a_recorded_checkpoint_outside_a_terminal_is_checked_on_that_runtime(capsys):
+    """Piped, `advisor REPO` answers `advisor check REPO --runtime vllm`, the app's question, and says so (without the
+    runtime, check stops: llama.cpp does not load the recorded format)."""
+    from advisor.app_entry import run_app
+    from advisor.cli import main as cli_main
+
+    assert run_app(_args(model=RECORDED, gpu=["rtx-5090"]), headless=cli_main) == 0
+    out, err = capsys.readouterr()
+    assert "nvfp4-mlp-fp8" in out and f"advisor check {RECORDED} --runtime vllm --gpu=rtx-5090" in err
+
+
 # -- snapshots ---------------------------------------------------------------------------------------
 
 

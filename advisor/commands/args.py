@@ -238,6 +238,20 @@ def with_recorded_quant(catalog, ref: str, model, options):
     return replace(options, quant=known.quant, quant_basis=_recorded_basis(ref, known.quant))
 
 
+def recorded_controls(catalog, ref: str | None, model_id: str | None) -> dict[str, str]:
+    """The runtime and quantization to open on when MODEL is a repo rules/checkpoints.toml records as a checkpoint
+    of `model_id` (`advisor nvidia/Qwen3.6-35B-A3B-NVFP4`): its recorded format and the first of that format's
+    runtimes that loads it, as option-table control ids; {} for any other MODEL. `advisor check REPO` asks the
+    format (`with_recorded_quant`) and leaves the runtime to --runtime."""
+    from advisor.engine.launch import repo_checkpoint
+
+    known = repo_checkpoint(catalog.rules.checkpoints, ref) if isinstance(ref, str) else None
+    quant = catalog.quants.get(known.quant) if known is not None and known.model == model_id else None
+    runtime = next((r for r in (quant.runtimes if quant else ()) if r in catalog.runtimes
+                    and catalog.runtimes[r].loads(quant)), None)
+    return {"runtime": runtime, "quant": quant.id} if runtime else {}
+
+
 def _recorded_basis(repo: str, quant: str) -> str:
     """Where the quantization of a repo rules/checkpoints.toml records came from, as the answer says it."""
     return f"{repo} is recorded as a checkpoint in {quant} (rules/checkpoints.toml)"

@@ -68,10 +68,12 @@ class MainScreen(Screen[None]):
     ]
 
     def __init__(self, catalog: Catalog, model_id: str, rig: Rig | None, probe: Probe,
-                 ram: str | None = None, empty: bool = False, loaded=None) -> None:
+                 ram: str | None = None, empty: bool = False, loaded=None, initial: dict | None = None) -> None:
         super().__init__()
         self.catalog = catalog
         self.model_id = model_id
+        self.initial = initial
+        """Control values to open on (`Controls.initial`)."""
         self.loaded = loaded
         """A model read from its own file (advisor.engine.loaded.LoadedModel), or None."""
         self.rig = rig
@@ -87,7 +89,7 @@ class MainScreen(Screen[None]):
         yield RigPanel(id="rig")
         with TabbedContent(initial="check"):
             with TabPane("Check", id="check"):
-                yield Controls(self.catalog, self.catalog.models[self.model_id].name, id="controls")
+                yield Controls(self.catalog, self.catalog.models[self.model_id].name, self.initial, id="controls")
                 yield Answer(id="answer")
             with TabPane("Fit: what runs here", id="fit"):
                 yield FitView(id="fitview")
@@ -333,7 +335,8 @@ class MainScreen(Screen[None]):
 
 
 class AdvisorApp(App[None]):
-    """`AdvisorApp(catalog, model, rig=None, probe=detect)`: with no rig, the probe runs in a worker."""
+    """`AdvisorApp(catalog, model, rig=None, probe=detect)`: with no rig, the probe runs in a worker. `initial`: control
+    values to open on, by control id (`advisor.commands.args.recorded_controls`)."""
 
     TITLE = "advisor"
     CSS_PATH = "app.tcss"
@@ -341,13 +344,15 @@ class AdvisorApp(App[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
 
     def __init__(self, catalog: Catalog, model: str | None = None, rig: Rig | None = None,
-                 probe: Probe | None = None, ram: str | None = None, empty: bool = False, loaded=None) -> None:
+                 probe: Probe | None = None, ram: str | None = None, empty: bool = False, loaded=None,
+                 initial: dict | None = None) -> None:
         super().__init__()
         if loaded is not None:  # a model file: it joins the catalog under its own id
             catalog = dataclasses.replace(catalog, models={**catalog.models, loaded.spec.id: loaded.spec})
             model = loaded.spec.id
         model = model or (DEFAULT_MODEL if DEFAULT_MODEL in catalog.models else next(iter(catalog.models)))
-        self._main = MainScreen(catalog, model, rig, probe or _default_probe, ram=ram, empty=empty, loaded=loaded)
+        self._main = MainScreen(catalog, model, rig, probe or _default_probe, ram=ram, empty=empty, loaded=loaded,
+                                initial=initial)
 
     def get_default_screen(self) -> Screen:
         return self._main

@@ -26,18 +26,22 @@ def _label(value: object) -> str:
 class Controls(Vertical):
     """Every Select posts `Select.Changed`; the screen reads `options()` and recomputes."""
 
-    def __init__(self, catalog: Catalog, model_name: str, **kwargs) -> None:
+    def __init__(self, catalog: Catalog, model_name: str, initial: dict[str, object] | None = None,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self.catalog = catalog
         self.model_name = model_name
+        self.initial = initial or {}
+        """Values to open on, by control id (a recorded checkpoint's runtime and quant); the rest as the table says."""
 
     def compose(self) -> ComposeResult:
         yield Horizontal(Label("model"), Button(self.model_name, id="model", compact=True), classes="control")
+        runtime = self.initial.get("runtime", Options().runtime)
         for d in CONTROLS:
             w = d.widget
             first = AUTO if w.auto else (w.initial if w.initial is not None else default_of(d))
-            yield _row(w.label, Select(self._values(d, Options().runtime), value=first, allow_blank=False,
-                                       compact=True, id=w.id))
+            yield _row(w.label, Select(self._values(d, runtime), value=self.initial.get(w.id, first),
+                                       allow_blank=False, compact=True, id=w.id))
 
     def _values(self, d, runtime: str) -> list[tuple[str, object]]:
         """The entries of option `d`'s Select: `auto` first where it has one, then its presets, its choices, or
