@@ -230,10 +230,8 @@ def with_recorded_quant(catalog, ref: str, model, options):
     `vllm serve REPO` reads it (`recorded_quant`), unless --quant says another; else `options` as they are."""
     from dataclasses import replace
 
-    from advisor.engine.launch import repo_checkpoint
-
-    known = repo_checkpoint(catalog.rules.checkpoints, ref)
-    if options.quant or known is None or known.model != getattr(model, "id", None):
+    known = _recorded_of(catalog, ref, getattr(model, "id", None))
+    if options.quant or known is None:
         return options
     return replace(options, quant=known.quant, quant_basis=_recorded_basis(ref, known.quant))
 
@@ -243,13 +241,19 @@ def recorded_controls(catalog, ref: str | None, model_id: str | None) -> dict[st
     of `model_id` (`advisor nvidia/Qwen3.6-35B-A3B-NVFP4`): its recorded format and the first of that format's
     runtimes that loads it, as option-table control ids; {} for any other MODEL. `advisor check REPO` asks the
     format (`with_recorded_quant`) and leaves the runtime to --runtime."""
-    from advisor.engine.launch import repo_checkpoint
-
-    known = repo_checkpoint(catalog.rules.checkpoints, ref) if isinstance(ref, str) else None
-    quant = catalog.quants.get(known.quant) if known is not None and known.model == model_id else None
+    known = _recorded_of(catalog, ref, model_id)
+    quant = catalog.quants.get(known.quant) if known is not None else None
     runtime = next((r for r in (quant.runtimes if quant else ()) if r in catalog.runtimes
                     and catalog.runtimes[r].loads(quant)), None)
     return {"runtime": runtime, "quant": quant.id} if runtime else {}
+
+
+def _recorded_of(catalog, ref: str | None, model_id: str | None):
+    """The rules/checkpoints.toml entry of the repo `ref` when it records a checkpoint of `model_id`, else None."""
+    from advisor.engine.launch import repo_checkpoint
+
+    known = repo_checkpoint(catalog.rules.checkpoints, ref) if isinstance(ref, str) else None
+    return known if known is not None and known.model == model_id else None
 
 
 def _recorded_basis(repo: str, quant: str) -> str:
