@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from advisor.engine.check import evaluate
+from advisor.engine.memory import cuda_graph_bytes
 from advisor.engine.options import Options
 from advisor.engine.releases import at_release, parse_version
 from advisor.probe.flags import rig_from_flags
@@ -57,8 +58,9 @@ def test_each_range_applies_only_inside_its_releases(catalog):
 def test_before_0_20_the_graphs_do_not_come_out_of_the_pool_and_the_share_is_0_9(catalog):
     """The Gemma 3 start-up log of vLLM 0.11 (tests/data/vllm_hybrid_pool_logs.csv) sized its pool and then logged
     "Graph capturing finished in 22 secs, took 1.02 GiB", and its non-default arguments name no share: asked for a
-    release before 0.20 (0.19.1, whose sampler is today's, unlike 0.11's), the pool keeps the 700 MiB today's vLLM
-    gives its graph profile and loses the 0.02 of the card that PR #38284 added to the default share."""
+    release before 0.20 (0.19.1, whose sampler is today's, unlike 0.11's), the pool keeps what today's vLLM gives
+    its graph profile (102 graphs on this card: 1,024 requests, sizes up to 512, each a piecewise and a full one)
+    and loses the 0.02 of the card that PR #38284 added to the default share."""
     r = next(r for r in HYBRID if r["model"] == "gemma-3-27b")
     rig = rig_from_flags(catalog, [r["gpu"]])
     pools = [evaluate(catalog, rig, catalog.models[r["model"]],
@@ -67,8 +69,10 @@ def test_before_0_20_the_graphs_do_not_come_out_of_the_pool_and_the_share_is_0_9
              for version in ("0.19.1", None)]
     vllm = catalog.runtimes["vllm"]
     share = (vllm.gpu_memory_utilization - 0.9) * rig.gpus[0].capacity_bytes
-    assert (vllm.gpu_memory_utilization, vllm.cuda_graph_mib) == (0.92, 700)
-    assert pools[0] - pools[1] == pytest.approx(vllm.cuda_graph_mib * 2**20 - share, abs=2**20)
+    graphs = cuda_graph_bytes(vllm, 1024, 8192)
+    assert vllm.gpu_memory_utilization == 0.92 and at_release(vllm, "0.19.1").cuda_graph_mib == 0
+    assert graphs == (vllm.cuda_graph_mib + 100 * vllm.cuda_graph_each_mib) * 2**20
+    assert pools[0] - pools[1] == pytest.approx(graphs - share, abs=2**20)
 
 
 def test_the_sampler_copies_are_the_tensors_counted_in_the_toml(catalog):

@@ -533,8 +533,8 @@ class RuntimeRelease(Record):
     sampler_copies: float | None = None
     """Its sampler warm-up's f32 copies of (requests x vocabulary) at the peak (None: as today's)."""
     cuda_graph_mib: float | None = None
-    """CUDA graph memory it takes out of the KV pool (0: its graphs are captured after the pool, out of the
-    memory the utilization fraction leaves; None: as today's)."""
+    """CUDA graph memory it takes out of the KV pool for its first capture (0: none, its graphs are captured after
+    the pool, out of the memory the utilization fraction leaves; None: as today's)."""
     gpu_memory_utilization: float | None = None
     """Its default share of each GPU when none is given (None: as today's)."""
     in_flight_batches: int | None = None
@@ -685,7 +685,16 @@ class RuntimeSpec(Record):
     kv_block_tokens: int = 0
     """Tokens per KV cache page of a paged pool (the pool is a whole number of pages)."""
     cuda_graph_mib: float = 0.0
-    """Per-GPU memory its captured CUDA graphs take, MiB (0 with eager mode)."""
+    """Per-GPU memory its CUDA graphs take out of the KV pool, MiB: the first capture's (0: none, or captured
+    after the pool is sized; nothing with eager mode). Each further graph adds `cuda_graph_each_mib`
+    (advisor/engine/memory.py cuda_graph_bytes)."""
+    cuda_graph_each_mib: float = 0.0
+    """Per-GPU memory each captured graph after the first of its mode adds, MiB."""
+    graph_capture_max: int = 0
+    """The largest batch it captures a graph for by default (vLLM: 512), at most `graph_capture_per_seq` x
+    max_num_seqs and the profile batch."""
+    graph_capture_per_seq: int = 0
+    """Captured batch tokens per request of max_num_seqs (vLLM: 2)."""
     rotary_cache_bytes: float = 0.0
     """Bytes per value of the rotary position table it builds on each GPU at load for every position up to the
     model's maximum (vLLM's RotaryEmbedding cos_sin_cache); 0: none counted."""

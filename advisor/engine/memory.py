@@ -448,6 +448,34 @@ def rotary_cache_bytes(model: ModelSpec, runtime: RuntimeSpec) -> int:
     return int(runtime.rotary_cache_bytes * model.max_context * dims)
 
 
+def capture_sizes(largest: int) -> list[int]:
+    """The batch sizes vLLM captures CUDA graphs for by default, up to `largest`: 1, 2, 4, then every 8 below
+    256, then every 16 (vllm/config/vllm.py _set_cudagraph_sizes)."""
+    ladder = [1, 2, 4, *range(8, 256, 8), *range(256, largest + 1, 16)]
+    return [s for s in ladder if s <= largest]
+
+
+def graph_counts(runtime: RuntimeSpec, seqs: int, batch_tokens: int) -> tuple[int, int]:
+    """(piecewise, full) CUDA graphs a paged runtime captures by default: a piecewise graph for each capture
+    size up to min(`graph_capture_per_seq` x max_num_seqs, `graph_capture_max`, the profile batch) and a full
+    decode graph for each of those sizes up to max_num_seqs (vLLM's FULL_AND_PIECEWISE:
+    cudagraph_dispatcher.py initialize_cudagraph_keys)."""
+    largest = min(runtime.graph_capture_per_seq * seqs, runtime.graph_capture_max, batch_tokens)
+    sizes = capture_sizes(max(largest, 1))
+    return len(sizes), sum(s <= seqs for s in sizes)
+
+
+def cuda_graph_bytes(runtime: RuntimeSpec, seqs: int, batch_tokens: int) -> int:
+    """What a paged runtime's CUDA graphs take out of its KV pool on one GPU, as vLLM estimates it
+    (gpu_model_runner.py profile_cudagraph_memory): the first capture once (the modes share one pool) and
+    `cuda_graph_each_mib` for every further graph of each mode."""
+    if not runtime.cuda_graph_mib:
+        return 0
+    piecewise, full = graph_counts(runtime, seqs, batch_tokens)
+    more = piecewise - 1 + max(full - 1, 0)
+    return int((runtime.cuda_graph_mib + runtime.cuda_graph_each_mib * more) * MIB)
+
+
 def apple_working_set(vram_bytes: int, rules: Rulebook) -> int:
     """Metal's recommendedMaxWorkingSetSize for a Mac with this much unified memory."""
     apple = rules.memory.apple

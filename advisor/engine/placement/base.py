@@ -116,8 +116,8 @@ class PlacerBase:
             context += int(rt.reserve_mib_other_gpus * mem.MIB)
         if context and len(self.rig.gpus) >= 8:
             context += int(rt.context_mib_many_gpus * mem.MIB)
-        if context and rt.cuda_graph_mib and not self.options.enforce_eager:
-            context += int(rt.cuda_graph_mib * mem.MIB)
+        if context and not self.options.enforce_eager:
+            context += mem.cuda_graph_bytes(rt, seqs, ubatch)
         shape = mem.GraphShape(
             span, holds_output=holds_output, flash_attention=self.flash_attention, heads_on_device=heads,
             ubatch=self.family.micro_batch(ubatch, span * streams), sequences=seqs, swa_cells=self._swa_cells(ctx), total_cells=span * streams,
