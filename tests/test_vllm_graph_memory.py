@@ -20,7 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from advisor.engine.check import evaluate
 from advisor.engine.memory import cuda_graph_bytes, graph_counts
+from advisor.engine.options import Options
+from advisor.probe.flags import rig_from_flags
 
 DATA = Path(__file__).parent / "data"
 ROWS = list(csv.DictReader((DATA / "vllm_graph_memory_logs.csv").open(encoding="utf-8")))
@@ -118,3 +121,16 @@ def test_the_graph_term_is_the_first_capture_and_each_further_graph(catalog):
     vllm = catalog.runtimes["vllm"]
     assert cuda_graph_bytes(vllm, 1, 8192) == int((vllm.cuda_graph_mib + vllm.cuda_graph_each_mib) * MIB)
     assert cuda_graph_bytes(vllm, 256, 2048) == int((vllm.cuda_graph_mib + 84 * vllm.cuda_graph_each_mib) * MIB)
+
+
+@pytest.mark.parametrize(("extra", "named"), [
+    ({"max_num_seqs": 1}, "CUDA graphs (2 piecewise and 1 full: 0.25 GiB)"),
+    ({}, "CUDA graphs (51 piecewise and 35 full: 0.78 GiB)"),  # vllm serve's 256 sequences on a 32 GB card
+    ({"enforce_eager": True}, None),
+    ({"runtime_version": "0.19.1"}, None),  # captured after the pool was sized: not out of it
+])
+def test_the_pool_basis_names_the_graphs_it_gives_up(catalog, extra, named):
+    rig = rig_from_flags(catalog, ["rtx-5090"])
+    rep = evaluate(catalog, rig, catalog.models["qwen3-8b"], Options(runtime="vllm", ctx=8192, **extra))
+    basis = rep.serving.basis
+    assert (named in basis) if named else "CUDA graphs" not in basis

@@ -16,7 +16,7 @@ import math
 import statistics
 from dataclasses import replace
 
-from advisor.catalog.types import RuntimeSpec
+from advisor.catalog.types import GIB, RuntimeSpec
 from advisor.engine import fraction, kv_groups, kv_kinds, traffic
 from advisor.engine import speed as spd
 from advisor.engine.interconnect import link_times
@@ -77,15 +77,21 @@ def memory_fraction(runtime: RuntimeSpec, options: Options, rig: Rig | None = No
     return fraction.memory_fraction(runtime, options, [g.capacity_bytes for g in rig.gpus] if rig else None)
 
 
-def _basis(runtime: RuntimeSpec, share: float, ctx: int, held: float | None = None) -> str:
+def _graphs(sc: Scenario) -> str:
+    """The CUDA graphs the first GPU's pool gives up, as the runtime captures them (empty: none)."""
+    piecewise, full, size = Placer(sc).graphs()
+    return f"CUDA graphs ({piecewise} piecewise and {full} full: {size / GIB:.2f} GiB)" if size else ""
+
+
+def _basis(runtime: RuntimeSpec, share: float, ctx: int, held: float | None = None, graphs: str = "") -> str:
     pages = (f"one pool of {runtime.kv_block_tokens}-token pages" if runtime.kv_block_tokens > 1
              else "one pool of token slots")
     if runtime.fraction_of_free:
         head = (f"{share:g} of what each GPU has free at start, less weights, is {pages} (activations and CUDA "
                 f"graphs come out of the rest)")
     else:
-        head = (f"{share:g} of each GPU, less weights, the activation peak of one profile batch and CUDA graphs, "
-                f"is {pages}")
+        head = (f"{share:g} of each GPU, less weights, the activation peak of one profile batch"
+                f"{' and ' + graphs if graphs else ''}, is {pages}")
     unit = (f"one request of {ctx:,} tokens must fit for it to start; requests run while their tokens fit, each "
             f"holding {held:,.0f} on average (its prompt and half its output)" if held is not None
             else f"a request of {ctx:,} tokens is the unit of concurrency")
@@ -143,7 +149,8 @@ def serve(sc: Scenario, placement: Placement, max_num_seqs: int = 0) -> Serving:
                 running=running, queued=options.concurrency - running, max_num_seqs=cap,
                 memory_fraction=memory_fraction(runtime, options, rig), devices=shares, spare_bytes=spare,
                 basis=_basis(runtime, memory_fraction(runtime, options, rig), ctx,
-                             _held(sc, length) if options.output_tokens is not None or options.request_mix else None)
+                             _held(sc, length) if options.output_tokens is not None or options.request_mix else None,
+                             _graphs(sc))
                 + _groups_basis(grouped(sc)) + (kv_kinds.basis(sc, kinds) if kinds is not None else "")
                 + traffic.basis(sc))
     if running and rig.speed_known:

@@ -116,8 +116,8 @@ class PlacerBase:
             context += int(rt.reserve_mib_other_gpus * mem.MIB)
         if context and len(self.rig.gpus) >= 8:
             context += int(rt.context_mib_many_gpus * mem.MIB)
-        if context and not self.options.enforce_eager:
-            context += mem.cuda_graph_bytes(rt, seqs, ubatch)
+        if context:
+            context += self.graphs(gpu)[2]
         shape = mem.GraphShape(
             span, holds_output=holds_output, flash_attention=self.flash_attention, heads_on_device=heads,
             ubatch=self.family.micro_batch(ubatch, span * streams), sequences=seqs, swa_cells=self._swa_cells(ctx), total_cells=span * streams,
@@ -129,6 +129,15 @@ class PlacerBase:
         if self.vision is not None and self.rig.gpus:
             buf += self.vision.extra_bytes(gpu, buf - int(rt.compute_fixed_mib * mem.MIB))
         return context + buf
+
+    def graphs(self, gpu: int = 0) -> tuple[int, int, int]:
+        """(piecewise, full, bytes): the CUDA graphs this GPU captures and what they take out of its KV pool
+        (advisor/engine/memory.py cuda_graph_bytes; none eager, none on unified memory)."""
+        if self.options.enforce_eager or not self.rig.gpus or self.rig.gpus[gpu].spec.unified_memory:
+            return 0, 0, 0
+        ubatch, seqs = self.batch_defaults(gpu)
+        ubatch = self.options.ubatch or ubatch
+        return (*mem.graph_counts(self.runtime, seqs, ubatch), mem.cuda_graph_bytes(self.runtime, seqs, ubatch))
 
     def batch_defaults(self, gpu: int = 0) -> tuple[int, int]:
         """(tokens per profile batch, requests per step) on this GPU: as asked, else the runtime's defaults,
