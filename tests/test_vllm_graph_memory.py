@@ -60,7 +60,8 @@ def _more_graphs(r: dict) -> int:
 
 def _fit(rows: list[dict]) -> tuple[float, float]:
     """(first capture, each further graph) in MiB, least absolute error with each group weighted once. The
-    optimum of a weighted L1 line lies on a line through two of the points (or a flat one through one)."""
+    optimum of a weighted L1 line lies on a line through two of the points, or, where a bound holds it, a flat
+    line or one through the origin and a point."""
     groups: dict[str, list[tuple[int, float]]] = {}
     for r in rows:
         groups.setdefault(r["group"], []).append((_more_graphs(r), float(r["estimated_gib"]) * 1024))
@@ -69,7 +70,7 @@ def _fit(rows: list[dict]) -> tuple[float, float]:
     def loss(a: float, b: float) -> float:
         return sum(statistics.mean(abs(e - a - b * n) for n, e in ps) for ps in groups.values())
 
-    lines = [(e, 0.0) for _, e in points]
+    lines = [(e, 0.0) for _, e in points] + [(0.0, e / n) for n, e in points if n]
     lines += [(e1 - n1 * (e2 - e1) / (n2 - n1), (e2 - e1) / (n2 - n1))
               for (n1, e1), (n2, e2) in itertools.combinations(points, 2) if n1 != n2]
     return min(((a, b) for a, b in lines if a >= 0 and b >= 0), key=lambda ab: (loss(*ab), ab))
