@@ -355,10 +355,10 @@ def test_windowed_models_count_every_layer_group_per_request(catalog, model, len
 # drift, and says so.
 CARD_ALONE_WORST = 0.047  # 0.220 while Qwen3.6 was asked at 0.9 (-21.9%); 0.138 while Qwen3-Next's checkpoint was
 # unnamed; 0.097 (Qwen3.6 on one 5090, -9.6%) while every graph set was counted as a flat 700 MiB, where vLLM's
-# estimate for its two sizes is a quarter of that (advisor/engine/memory.py cuda_graph_bytes: -2.4% now, and its
-# two-5090 run +0.6% -> +3.2%); Gemma 4 26B-A4B (+4.7%, eager) now
+# estimate for its two sizes is a fifth of that (advisor/engine/memory.py cuda_graph_bytes: -0.4% now, and its
+# two-5090 run +0.6% -> +3.9%); Gemma 4 26B-A4B (+4.7%, eager) now
 CARD_ALONE_MEDIAN = 0.021  # 0.066 on the first four rows, before the four gathered since joined; 0.025 before
-# Qwen3-Next's checkpoint was named (0.0206 on those eight; 0.0202 with #858; 0.0206 with the graphs counted)
+# Qwen3-Next's checkpoint was named (0.0206 on those eight; 0.0202 with #858; 0.0202 with the graphs counted)
 CARD_ALONE_WITHIN_5PCT = 9  # all nine; 2 of the first four, 6 of 8 while Qwen3-Next's checkpoint was unnamed, 8 of 9
 # while the graphs were a flat 700 MiB
 BESIDE_LOGGED_WEIGHTS_MAX = 0.05  # issue 27's target; reached on all six rows that print their weights
