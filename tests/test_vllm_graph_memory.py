@@ -30,7 +30,6 @@ ROWS = list(csv.DictReader((DATA / "vllm_graph_memory_logs.csv").open(encoding="
 USED = [r for r in ROWS if not r["left_out"]]
 POOL_LOGS = ("vllm_kv_pool_logs.csv", "vllm_hybrid_pool_logs.csv", "vllm_memory_logs.csv")
 MIB = 2**20
-GIB = 2**30
 # Errors reached (GiB, each source's median, held out); the test fails if they grow. The flat 700 MiB the engine
 # took before, on the same rows, is the bar the fitted pair must clear.
 HELD_OUT_MEDIAN_GIB = 0.15
